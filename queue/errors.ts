@@ -1,0 +1,50 @@
+/** Bad input: the message names the problem and `field` the offending field. Nothing was written. */
+export class ValidationError extends Error {
+  readonly code = 'invalid_input';
+  constructor(message: string, readonly field?: string) {
+    super(message);
+    this.name = 'ValidationError';
+  }
+}
+
+/** A submit_key reused with a different request (HTTP 409). */
+export class ConflictError extends Error {
+  readonly code = 'conflict';
+  constructor(message: string, readonly field?: string) {
+    super(message);
+    this.name = 'ConflictError';
+  }
+}
+
+/** The job does not exist (HTTP 404). */
+export class NotFoundError extends Error {
+  readonly code = 'not_found';
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotFoundError';
+  }
+}
+
+/** Thrown by a handler when retrying cannot help (bad payload, a rejected request): the job fails at once. */
+export class PermanentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PermanentError';
+  }
+}
+
+interface PgError {
+  code?: string;
+  message: string;
+  column_name?: string;
+}
+
+/** Maps the engine's SQLSTATEs (SB400, SB409) to typed errors; anything else passes through. */
+export function translatePgError(error: unknown): unknown {
+  const e = error as PgError;
+  if (e && typeof e === 'object') {
+    if (e.code === 'SB400') return new ValidationError(e.message, e.column_name);
+    if (e.code === 'SB409') return new ConflictError(e.message, e.column_name);
+  }
+  return error;
+}

@@ -1,0 +1,88 @@
+import type { Queryable } from './db.ts';
+
+/**
+ * Maintenance passes, each one bounded `runOnce` that returns counts (the tick is the ticker).
+ */
+
+export interface RescueCounts {
+  requeued: number;
+  failed: number;
+  oomKilled: number;
+}
+
+/** Expired leases: requeue one weight class up, or end oom_killed / failed (with alerts). */
+export async function rescueExpiredLeases(sql: Queryable, options: { limit?: number; now?: Date } = {}): Promise<RescueCounts> {
+  const [row] = await sql`select * from worker.rescue_expired_leases(${options.limit ?? 1000}::int, ${options.now ?? null}::timestamptz)`;
+  return { requeued: row!.requeued as number, failed: row!.failed as number, oomKilled: row!.oom_killed as number };
+}
+
+export interface PruneOptions {
+  /** Keep done and cancelled jobs this long after they finished (default 7 days). */
+  finishedRetentionMs?: number;
+  /** Keep failed and oom_killed jobs this long, for post-mortems (default 30 days). */
+  failedRetentionMs?: number;
+  /** Keep events this long (default 30 days). */
+  eventRetentionMs?: number;
+  /** At most this many rows of each kind per pass, so one pass stays short. */
+  limit?: number;
+  now?: Date;
+}
+
+const DAY_MS = 86_400_000;
+
+/** Delete finished jobs and events past their retention; returns how many of each. */
+export async function pruneFinished(sql: Queryable, options: PruneOptions = {}): Promise<{ jobs: number; events: number }> {
+  const now = options.now ?? null;
+  const limit = options.limit ?? 10_000;
+  const finishedMs = options.finishedRetentionMs ?? 7 * DAY_MS;
+  const failedMs = options.failedRetentionMs ?? 30 * DAY_MS;
+  const eventMs = options.eventRetentionMs ?? 30 * DAY_MS;
+  const [jobs] = await sql`
+    with old as (
+      select id from worker.jobs
+       where finished_at < coalesce(${now}::timestamptz, now()) - make_interval(secs => (
+               case when status in ('failed', 'oom_killed') then ${failedMs}::bigint else ${finishedMs}::bigint end) / 1000.0)
+       limit ${limit}
+    ), del as (delete from worker.jobs j using old where j.id = old.id returning j.id)
+    select count(*)::int as n from del`;
+  const [events] = await sql`
+    with old as (
+      select id from worker.job_events where at < coalesce(${now}::timestamptz, now()) - make_interval(secs => ${eventMs}::bigint / 1000.0)
+       order by at limit ${limit}
+    ), del as (delete from worker.job_events e using old where e.id = old.id returning e.id)
+    select count(*)::int as n from del`;
+  return { jobs: jobs!.n as number, events: events!.n as number };
+}
+
+/**
+ * Open a stuck_job alert for each job whose current step has been running longer than the
+ * threshold (default 2 h), and resolve the ones whose job has moved on.
+ */
+export async function alertStuckJobs(sql: Queryable, options: { thresholdMs?: number; now?: Date } = {}): Promise<{ opened: number; resolved: number }> {
+  const now = options.now ?? null;
+  const thresholdMs = options.thresholdMs ?? 2 * 3_600_000;
+  const [opened] = await sql`
+    with stuck as (
+      select id, type, locked_by, claimed_at from worker.jobs
+       where status = 'running' and claimed_at < coalesce(${now}::timestamptz, now()) - make_interval(secs => ${thresholdMs}::bigint / 1000.0)
+    ), ins as (
+      insert into worker.alerts (kind, key, job_id, message, detail, opened_at, last_seen_at)
+      select 'stuck_job', id::text, id, 'job ' || id || ' (' || type || ') has been running since ' || claimed_at || ' on ' || coalesce(locked_by, '?'),
+             jsonb_build_object('type', type, 'owner', locked_by, 'since', claimed_at),
+             coalesce(${now}::timestamptz, now()), coalesce(${now}::timestamptz, now())
+        from stuck
+      on conflict (kind, key) where resolved_at is null
+      do update set last_seen_at = excluded.last_seen_at, occurrences = worker.alerts.occurrences + 1
+      returning (xmax = 0) as inserted
+    )
+    select count(*) filter (where inserted)::int as n from ins`;
+  const [resolved] = await sql`
+    with res as (
+      update worker.alerts a set resolved_at = coalesce(${now}::timestamptz, now())
+       where a.kind = 'stuck_job' and a.resolved_at is null
+         and not exists (select 1 from worker.jobs j where j.id = a.job_id and j.status = 'running'
+                           and j.claimed_at < coalesce(${now}::timestamptz, now()) - make_interval(secs => ${thresholdMs}::bigint / 1000.0))
+      returning a.id)
+    select count(*)::int as n from res`;
+  return { opened: opened!.n as number, resolved: resolved!.n as number };
+}

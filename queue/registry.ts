@@ -1,0 +1,111 @@
+import type { z } from 'zod';
+import type { Sql } from './db.ts';
+import type { Job, Json, JsonObject } from './job.ts';
+import type { SettleEffect } from './settle.ts';
+
+/** What a step sees. */
+export interface StepContext<P> {
+  job: Job;
+  /** The payload, validated by the type's schema. */
+  payload: P;
+  /** The step to run ('start' for a new job). */
+  step: string;
+  /** What earlier steps saved. */
+  checkpoint: JsonObject;
+  /** 1 on the first try of this step, 2 on its first retry, … */
+  attempt: number;
+  /** Aborted when the lease is lost or the runner shuts down: stop and throw. */
+  signal: AbortSignal;
+  sql: Sql;
+  /** The runner's clock (pinned in tests). */
+  now(): Date;
+}
+
+/** How a step ends. A thrown error means retry (or fail, for a PermanentError). */
+export type StepResult =
+  | { outcome: 'done'; result?: Json; effect?: SettleEffect }
+  | { outcome: 'continue'; step: string; checkpoint?: JsonObject; delayMs?: number | null; effect?: SettleEffect };
+
+export const done = (result?: Json, effect?: SettleEffect): StepResult => ({ outcome: 'done', result, effect });
+/** Save state and run `step` after `delayMs` (null: park until resumed). */
+export const next = (step: string, options: { checkpoint?: JsonObject; delayMs?: number | null; effect?: SettleEffect } = {}): StepResult => ({
+  outcome: 'continue',
+  step,
+  ...options,
+});
+
+export interface RetryPolicy {
+  /** First retry delay; doubles each attempt. */
+  baseMs: number;
+  maxMs: number;
+}
+
+export interface JobType<P = unknown> {
+  type: string;
+  payload: z.ZodType<P>;
+  /** Lease per claim (default 2 min); heartbeats extend it while a step runs. */
+  leaseMs?: number;
+  maxAttempts?: number;
+  weight?: string;
+  retry?: RetryPolicy;
+  run(ctx: StepContext<P>): Promise<StepResult>;
+  /** Runs when a started job is cancelled: undo or stop work at providers. */
+  onCancel?(ctx: StepContext<P>): Promise<void>;
+  /** Runs after the job ended failed (attempts used up or permanent error): compensation. */
+  onFailed?(ctx: StepContext<P>, error: string): Promise<void>;
+}
+
+export function defineJobType<P>(definition: JobType<P>): JobType<P> {
+  return definition;
+}
+
+const DEFAULT_RETRY: RetryPolicy = { baseMs: 1000, maxMs: 5 * 60_000 };
+
+/** Exponential backoff with jitter: a delay in [d/2, d] where d = base · 2^(attempt-1), capped. */
+export function backoffMs(policy: RetryPolicy | undefined, attempt: number, random: () => number = Math.random): number {
+  const p = policy ?? DEFAULT_RETRY;
+  const d = Math.min(p.maxMs, p.baseMs * 2 ** Math.max(0, attempt - 1));
+  return Math.round(d / 2 + random() * (d / 2));
+}
+
+/** The job types a runner can run. */
+export class JobRegistry {
+  private readonly types = new Map<string, JobType<unknown>>();
+
+  constructor(types: JobType<any>[] = []) {
+    for (const t of types) this.register(t);
+  }
+
+  register<P>(type: JobType<P>): this {
+    if (this.types.has(type.type)) throw new Error(`job type ${type.type} is registered twice`);
+    this.types.set(type.type, type as JobType<unknown>);
+    return this;
+  }
+
+  get(type: string): JobType<unknown> | undefined {
+    return this.types.get(type);
+  }
+
+  list(): JobType<unknown>[] {
+    return [...this.types.values()];
+  }
+
+  /**
+   * Record the types in worker.job_types (lease, attempts, weight), so enqueue from SQL accepts
+   * them and the claim uses their lease. Idempotent.
+   */
+  async sync(sql: Sql): Promise<void> {
+    const rows = this.list().map((t) => ({
+      type: t.type,
+      lease_ms: t.leaseMs ?? 120_000,
+      max_attempts: t.maxAttempts ?? 3,
+      weight: t.weight ?? 'light',
+    }));
+    if (rows.length === 0) return;
+    await sql`
+      insert into worker.job_types ${sql(rows, 'type', 'lease_ms', 'max_attempts', 'weight')}
+      on conflict (type) do update set lease_ms = excluded.lease_ms, max_attempts = excluded.max_attempts, weight = excluded.weight
+      where (worker.job_types.lease_ms, worker.job_types.max_attempts, worker.job_types.weight)
+            is distinct from (excluded.lease_ms, excluded.max_attempts, excluded.weight)`;
+  }
+}

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { defineJobType, done, next } from './registry.ts';
+
+/** Built-in sample types, always registered: operators use them to smoke-test a deployment. */
+
+export const uppercase = defineJobType({
+  type: 'uppercase',
+  payload: z.object({ text: z.string().max(100_000) }),
+  async run({ payload }) {
+    return done({ text: payload.text.toUpperCase() });
+  },
+});
+
+/** n checkpointed steps, then result {steps: n}. */
+export const countdown = defineJobType({
+  type: 'countdown',
+  payload: z.object({ n: z.number().int().min(0).max(10_000), delayMs: z.number().int().min(0).max(3_600_000).optional() }),
+  async run({ payload, checkpoint }) {
+    const taken = typeof checkpoint.taken === 'number' ? checkpoint.taken : 0;
+    if (taken >= payload.n) return done({ steps: payload.n });
+    return next('count', { checkpoint: { taken: taken + 1 }, delayMs: payload.delayMs ?? 0 });
+  },
+});
+
+/** Always throws: exercises retries, the poison alert and `failed`. */
+export const fail = defineJobType({
+  type: 'fail',
+  payload: z.object({ message: z.string().max(1000).optional() }),
+  retry: { baseMs: 100, maxMs: 1000 },
+  async run({ payload, attempt }) {
+    throw new Error(payload.message ?? `sample failure (attempt ${attempt})`);
+  },
+});
+
+export const sampleJobTypes = [uppercase, countdown, fail];

