@@ -5,8 +5,8 @@ export default defineConfig({
     projects: [
       {
         test: {
-          name: 'engine',
-          include: ['test/engine/**/*.test.ts'],
+          name: 'node',
+          include: ['test/engine/**/*.test.ts', 'test/jobs/**/*.test.ts', 'test/scripts/**/*.test.ts'],
           environment: 'node',
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 60_000,

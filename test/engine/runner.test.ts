@@ -33,8 +33,8 @@ describe('runner', () => {
     await enqueueBatch(db.sql, Array.from({ length: 10 }, (_, i) => ({ type: 'uppercase', payload: { text: `m${i}` }, priority: 900 })));
     const counts = await runSteps(sampleRunner(db.sql, { concurrency: 3 }), { maxJobs: 4 });
     expect(counts.claimed).toBe(4);
-    const [{ n }] = await db.sql`select count(*)::int as n from worker.jobs where priority = 900 and status = 'queued'`;
-    expect(n).toBe(6);
+    const [row] = await db.sql`select count(*)::int as n from worker.jobs where priority = 900 and status = 'queued'`;
+    expect(row!.n).toBe(6);
     await runSteps(sampleRunner(db.sql));
   });
 

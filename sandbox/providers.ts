@@ -1,0 +1,6 @@
+import type { SandboxProvider } from './server.ts';
+
+/** Every provider the sandbox speaks. Each call returns fresh state. */
+export function allProviders(): SandboxProvider[] {
+  return [];
+}
