@@ -261,20 +261,23 @@ end $$;
 -- (so they are claimable again), then queued rows are taken with FOR UPDATE SKIP LOCKED in
 -- (priority, run_at) order, honouring: pool routing, the pool's capacity (enabled, max running
 -- weight; its row is locked so concurrent claimers of one pool see each other's claims), the
--- per-key concurrency limits (key rows locked in key order, so no deadlock), and at most one
--- active job per dedupe key.
+-- per-key concurrency limits (key rows locked in key order, counted after the lock), and at
+-- most one active job per dedupe key. Candidates whose key turns out full are passed over and
+-- the next round looks past that key, so a flood of one account's jobs cannot block the rest.
 create function worker.claim_jobs(p_worker text, p_pool text, p_limit int, p_now timestamptz default null)
 returns setof worker.jobs language plpgsql as $$
 declare
   v_now       timestamptz := coalesce(p_now, now());
   v_cap       worker.pool_capacity;
-  v_budget    int;            -- remaining pool weight; null = no capacity row for this pool
+  v_budget    int;                 -- remaining pool weight; null = no capacity row for this pool
   v_ids       uuid[];
   v_keys      text[];
+  v_full      text[] := '{}';      -- keys at their limit: skipped by later rounds
   v_admitted  uuid[] := '{}';
+  v_rejected  boolean;
   c           record;
   v_running   int;
-  v_taken     jsonb := '{}'::jsonb;  -- per concurrency key: admitted in this claim
+  v_taken     jsonb := '{}'::jsonb; -- per concurrency key: admitted in this claim
 begin
   if p_limit < 1 then return; end if;
   if exists (select 1 from worker.jobs j where j.status = 'running' and j.locked_until < v_now) then
@@ -292,46 +295,58 @@ begin
     end if;
   end if;
 
-  -- Candidates, locked. More than p_limit when limits may reject some of them.
-  select array_agg(x.id order by x.priority, x.run_at), array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
-    into v_ids, v_keys
-    from (select j.id, j.priority, j.run_at, j.concurrency_key
-            from worker.jobs j
-           where j.status = 'queued' and j.run_at <= v_now
-             and (j.pool is null or j.pool is not distinct from p_pool)
-             and (j.dedupe_key is null or j.started_at is not null or not exists (
-                   select 1 from worker.jobs a
-                    where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
-           order by j.priority, j.run_at
-           limit case when v_budget is null then p_limit else p_limit * 4 end
-             for update of j skip locked) x;
-  if v_ids is null then return; end if;
+  for round in 1..4 loop
+    select array_agg(x.id order by x.priority, x.run_at),
+           array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
+      into v_ids, v_keys
+      from (select j.id, j.priority, j.run_at, j.concurrency_key
+              from worker.jobs j
+             where j.status = 'queued' and j.run_at <= v_now
+               and (j.pool is null or j.pool is not distinct from p_pool)
+               and (j.concurrency_key is null or j.concurrency_key <> all (v_full))
+               and (v_budget is null or (select w.cost from worker.weight_classes w where w.name = j.weight) <= v_budget)
+               and j.id <> all (v_admitted)
+               and (j.dedupe_key is null or j.started_at is not null or not exists (
+                     select 1 from worker.jobs a
+                      where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
+             order by j.priority, j.run_at
+             limit p_limit - cardinality(v_admitted)
+               for update of j skip locked) x;
+    exit when v_ids is null;
 
-  if v_budget is null and v_keys is null then
-    v_admitted := v_ids[1:p_limit];
-  else
+    if v_budget is null and v_keys is null then
+      v_admitted := v_admitted || v_ids;  -- the common case: no limits apply
+      exit;
+    end if;
     if v_keys is not null then
       insert into worker.concurrency_keys (key) select unnest(v_keys) on conflict do nothing;
       perform 1 from worker.concurrency_keys k where k.key = any (v_keys) order by k.key for update;
     end if;
+    v_rejected := false;
     for c in select j.id, j.concurrency_key, j.concurrency_limit, w.cost
                from unnest(v_ids) with ordinality u(id, ord)
                join worker.jobs j on j.id = u.id
                join worker.weight_classes w on w.name = j.weight
               order by u.ord loop
-      exit when cardinality(v_admitted) >= p_limit;
       continue when v_budget is not null and c.cost > v_budget;
       if c.concurrency_key is not null then
+        continue when c.concurrency_key = any (v_full);
         select count(*) into v_running from worker.jobs j
          where j.concurrency_key = c.concurrency_key and j.status = 'running' and j.locked_until >= v_now;
-        continue when v_running + coalesce((v_taken->>c.concurrency_key)::int, 0) >= c.concurrency_limit;
+        if v_running + coalesce((v_taken->>c.concurrency_key)::int, 0) >= c.concurrency_limit then
+          v_full := v_full || c.concurrency_key;
+          v_rejected := true;
+          continue;
+        end if;
         v_taken := v_taken || jsonb_build_object(c.concurrency_key, coalesce((v_taken->>c.concurrency_key)::int, 0) + 1);
       end if;
       v_admitted := v_admitted || c.id;
       if v_budget is not null then v_budget := v_budget - c.cost; end if;
     end loop;
-  end if;
+    exit when not v_rejected or cardinality(v_admitted) >= p_limit or v_budget <= 0;
+  end loop;
 
+  if cardinality(v_admitted) = 0 then return; end if;
   return query
     with upd as (
       update worker.jobs j

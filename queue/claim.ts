@@ -11,6 +11,7 @@ export interface ClaimOptions {
 }
 
 const UNIQUE_VIOLATION = '23505';
+const DEADLOCK = '40P01';
 
 /**
  * Claim up to `limit` due jobs (and jobs whose lease expired) in priority, run_at order,
@@ -27,7 +28,10 @@ export async function claimJobs(sql: Queryable, options: ClaimOptions): Promise<
       // Two claimers can race to start the waiting job of one dedupe key (each saw no active job
       // in its snapshot); the unique index lets one win and the other's claim rolls back whole.
       // Claiming again is safe: nothing of the failed claim was written.
-      if ((error as { code?: string }).code === UNIQUE_VIOLATION && attempt < 5) continue;
+      // Likewise a claim that meets another in the per-key locks of a later round can deadlock;
+      // Postgres aborts one of them, which simply claims again.
+      const code = (error as { code?: string }).code;
+      if ((code === UNIQUE_VIOLATION || code === DEADLOCK) && attempt < 5) continue;
       throw error;
     }
   }
