@@ -42,7 +42,7 @@ async function event(tx: Sql, jobId: string, now: Date, kind: string, detail: Re
 }
 
 /** Run a failed, cancelled or oom_killed job again from its checkpoint, with fresh attempts. */
-export function requeueJob(sql: Sql, id: string, options: { now?: Date } = {}): Promise<Job> {
+export async function requeueJob(sql: Sql, id: string, options: { now?: Date } = {}): Promise<Job> {
   return transition(sql, id, {
     from: ['failed', 'cancelled', 'oom_killed'],
     verb: 'requeue',
@@ -57,7 +57,7 @@ export function requeueJob(sql: Sql, id: string, options: { now?: Date } = {}): 
 }
 
 /** End a queued or running job as failed with a reason (a running owner's settle then matches nothing). */
-export function failJobPermanently(sql: Sql, id: string, reason: string, options: { now?: Date } = {}): Promise<Job> {
+export async function failJobPermanently(sql: Sql, id: string, reason: string, options: { now?: Date } = {}): Promise<Job> {
   if (!reason.trim()) throw new ValidationError('a reason is required to fail a job', 'reason');
   return transition(sql, id, {
     from: ['queued', 'running'],
@@ -76,7 +76,7 @@ export function failJobPermanently(sql: Sql, id: string, reason: string, options
  * queued between steps with work outstanding at a provider) gets a cancel request: the runner
  * runs its type's cancel hook at the next step boundary, then the job ends cancelled.
  */
-export function cancelJob(sql: Sql, id: string, reason = 'cancelled by operator', options: { now?: Date } = {}): Promise<Job> {
+export async function cancelJob(sql: Sql, id: string, reason = 'cancelled by operator', options: { now?: Date } = {}): Promise<Job> {
   return transition(sql, id, {
     from: ['queued', 'running'],
     verb: 'cancel',
@@ -98,7 +98,7 @@ export function cancelJob(sql: Sql, id: string, reason = 'cancelled by operator'
 }
 
 /** Move a queued job's run_at (e.g. run now, or later). */
-export function rescheduleJob(sql: Sql, id: string, runAt: Date, options: { now?: Date } = {}): Promise<Job> {
+export async function rescheduleJob(sql: Sql, id: string, runAt: Date, options: { now?: Date } = {}): Promise<Job> {
   if (Number.isNaN(runAt.getTime())) throw new ValidationError('runAt must be a valid time', 'runAt');
   return transition(sql, id, {
     from: ['queued'],
@@ -115,7 +115,7 @@ export function rescheduleJob(sql: Sql, id: string, runAt: Date, options: { now?
  * Resume a job parked at a step (queued with run_at = infinity) so it runs now. With
  * `expectStep`, a job at another step is a conflict (e.g. a cluster not awaiting bootstrap).
  */
-export function resumeJob(sql: Sql, id: string, expectStep?: string, options: { now?: Date } = {}): Promise<Job> {
+export async function resumeJob(sql: Sql, id: string, expectStep?: string, options: { now?: Date } = {}): Promise<Job> {
   return transition(sql, id, {
     from: ['queued'],
     verb: 'resume',
@@ -130,7 +130,7 @@ export function resumeJob(sql: Sql, id: string, expectStep?: string, options: { 
   });
 }
 
-export function setJobPriority(sql: Sql, id: string, priority: number, options: { now?: Date } = {}): Promise<Job> {
+export async function setJobPriority(sql: Sql, id: string, priority: number, options: { now?: Date } = {}): Promise<Job> {
   if (!Number.isInteger(priority) || priority < 0 || priority > 1000) {
     throw new ValidationError('priority must be an integer from 0 to 1000', 'priority');
   }
@@ -146,7 +146,7 @@ export function setJobPriority(sql: Sql, id: string, priority: number, options: 
 }
 
 /** Take the lease from a running job's owner and make it claimable at once (the owner's settle then matches nothing). */
-export function releaseJobLease(sql: Sql, id: string, options: { now?: Date } = {}): Promise<Job> {
+export async function releaseJobLease(sql: Sql, id: string, options: { now?: Date } = {}): Promise<Job> {
   return transition(sql, id, {
     from: ['running'],
     verb: 'release the lease of',
