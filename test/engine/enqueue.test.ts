@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ConflictError, enqueue, enqueueBatch, getJob, ValidationError, type Sql } from '../../queue/index.ts';
+import { ConflictError, enqueue, enqueueBatch, getJob, ValidationError, type EnqueueInput, type Sql } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
 let db: TestDatabase;
@@ -20,7 +20,7 @@ describe('enqueue', () => {
     expect(results[999]!.job.payload).toEqual({ text: 'b999' });
     expect(await count(db.sql)).toBe(before + 1000);
 
-    const bad = [{ type: 'uppercase', payload: { text: 'ok' } }, { type: 'nope', payload: {} }];
+    const bad: EnqueueInput[] = [{ type: 'uppercase', payload: { text: 'ok' } }, { type: 'nope', payload: {} }];
     await expect(enqueueBatch(db.sql, bad)).rejects.toMatchObject({ name: 'ValidationError', field: 'jobs[1].type' });
     expect(await count(db.sql)).toBe(before + 1000);
   });

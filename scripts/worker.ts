@@ -1,0 +1,65 @@
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { connect } from '../queue/db.ts';
+import { JobRegistry, LogAlerts, runSteps, sampleJobTypes, type JobType } from '../queue/index.ts';
+import { fail, resolveDatabaseUrl } from './lib/cli.ts';
+
+// `npm run worker [-- --drain] [--pool P] [--concurrency N] [--grace-ms MS] [--types ./my-types.ts]`
+// The engine's runner in Node against DATABASE_URL, until SIGTERM/SIGINT: claiming stops at once,
+// the in-flight steps get --grace-ms to finish, then are aborted and their leases released for
+// immediate reclaim; exit 0. --drain exits when nothing is due. --types loads a module whose
+// default export is an array of extra job types (self-hosted handlers).
+const { values } = parseArgs({
+  options: {
+    drain: { type: 'boolean', default: false },
+    pool: { type: 'string' },
+    concurrency: { type: 'string', default: '5' },
+    'grace-ms': { type: 'string', default: '10000' },
+    'poll-ms': { type: 'string', default: '200' },
+    types: { type: 'string' },
+  },
+});
+const concurrency = Number(values.concurrency);
+if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100) fail('--concurrency must be an integer from 1 to 100');
+
+const types: JobType<any>[] = [...sampleJobTypes];
+if (values.types) {
+  const mod = (await import(pathToFileURL(resolve(values.types)).href)) as { default?: JobType<any>[] };
+  if (!Array.isArray(mod.default)) fail(`${values.types} must default-export an array of job types`);
+  types.push(...mod.default);
+}
+const registry = new JobRegistry(types);
+const workerId = `${hostname()}:${process.pid}`;
+const sql = connect(resolveDatabaseUrl(), { max: concurrency + 2, applicationName: `starbase-worker ${workerId}` });
+await registry.sync(sql);
+
+const shutdown = new AbortController();
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    if (shutdown.signal.aborted) return;
+    console.log(JSON.stringify({ level: 'info', msg: `${signal}: finishing in-flight steps`, workerId }));
+    shutdown.abort();
+  });
+}
+console.log(JSON.stringify({ level: 'info', msg: 'worker started', workerId, pool: values.pool ?? null, concurrency, drain: values.drain }));
+const counts = await runSteps(
+  {
+    sql,
+    registry,
+    workerId,
+    pool: values.pool ?? null,
+    concurrency,
+    alerts: new LogAlerts(),
+    log: (line) => console.log(JSON.stringify(line)),
+  },
+  {
+    signal: shutdown.signal,
+    graceMs: Number(values['grace-ms']),
+    ...(values.drain ? {} : { idleWaitMs: Number(values['poll-ms']) }),
+  },
+);
+console.log(JSON.stringify({ level: 'info', msg: 'worker stopped', workerId, ...counts }));
+await sql.end({ timeout: 5 });
+process.exit(0);
