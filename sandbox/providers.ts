@@ -1,6 +1,7 @@
+import { createDepotSandbox } from './depot.ts';
 import type { SandboxProvider } from './server.ts';
 
 /** Every provider the sandbox speaks. Each call returns fresh state. */
 export function allProviders(): SandboxProvider[] {
-  return [];
+  return [createDepotSandbox()];
 }

@@ -1,0 +1,175 @@
+import { z } from 'zod';
+import { PermanentError } from '../../queue/errors.ts';
+import type { JsonObject } from '../../queue/job.ts';
+import { defineJobType, done, next, type JobType, type StepContext, type StepResult } from '../../queue/registry.ts';
+import { buildRequestKey, type BuildRequest, type BuildService, type LogCursor } from '../ports/build-service.ts';
+import type { LogArchive } from '../ports/log-archive.ts';
+import type { LogRelay } from '../ports/log-relay.ts';
+
+/**
+ * The `build` job: submit a service's commit to the build service, follow it to the end while
+ * relaying its log live and archiving it, then set the service's desired image.
+ *
+ *   start (= submit) → poll … poll → finish
+ *
+ * Checkpoint: `depot_build_id` and `request_key` (from submit), `log_cursor` (how far the log was
+ * archived and relayed), `image_ref` and `built_at` (when the build succeeded).
+ */
+
+export const buildPayload = z.object({
+  serviceId: z.string().min(1).max(200),
+  branch: z.string().min(1).max(255).regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters'),
+  commitSha: z.string().regex(/^[0-9a-f]{7,64}$/i, 'must be a hex commit id'),
+});
+export type BuildPayload = z.infer<typeof buildPayload>;
+
+export interface BuildJobDeps {
+  buildService: BuildService;
+  logRelay: LogRelay;
+  logArchive: LogArchive;
+  /** Between polls of a running build; default 2 s (viewers see lines within one interval). */
+  pollIntervalMs?: number;
+  /** A build still running this long after submit is cancelled and the job fails; default 1 h. */
+  buildTimeoutMs?: number;
+}
+
+export const BUILD_JOB_TYPE = 'build';
+/** Kept equal to the row migrations/0010_build.sql inserts (the registry sync would rewrite it otherwise). */
+export const BUILD_LEASE_MS = 120_000;
+export const BUILD_MAX_ATTEMPTS = 8;
+
+type Ctx = StepContext<BuildPayload>;
+
+function requestOf(ctx: Ctx): BuildRequest {
+  return { ...ctx.payload, requestKey: buildRequestKey(ctx.job.id) };
+}
+
+function buildIdOf(checkpoint: JsonObject): string | null {
+  return typeof checkpoint.depot_build_id === 'string' ? checkpoint.depot_build_id : null;
+}
+
+function cursorOf(checkpoint: JsonObject): LogCursor | null {
+  const c = checkpoint.log_cursor as { lastSeq?: unknown; position?: unknown } | null | undefined;
+  if (!c || typeof c !== 'object') return null;
+  if (typeof c.lastSeq !== 'number' || typeof c.position !== 'string') throw new PermanentError('checkpoint log_cursor is malformed');
+  return { lastSeq: c.lastSeq, position: c.position };
+}
+
+export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
+  const pollIntervalMs = deps.pollIntervalMs ?? 2000;
+  const buildTimeoutMs = deps.buildTimeoutMs ?? 60 * 60_000;
+  const { buildService, logRelay, logArchive } = deps;
+
+  /**
+   * The provider may have accepted a build whose id never reached the checkpoint (the step died
+   * between the two). The request key is derived from the job id, so looking it up first finds
+   * that build, and the job adopts it instead of starting a second one.
+   */
+  async function submit(ctx: Ctx): Promise<StepResult> {
+    if (buildIdOf(ctx.checkpoint)) return next('poll', { delayMs: 0 });
+    const request = requestOf(ctx);
+    const found = await buildService.findByRequestKey(request, { signal: ctx.signal });
+    const { buildId } = found ?? (await buildService.submit(request, { signal: ctx.signal }));
+    return next('poll', {
+      checkpoint: { depot_build_id: buildId, request_key: request.requestKey, submitted_at: ctx.now().toISOString(), adopted: found !== null },
+      delayMs: pollIntervalMs,
+    });
+  }
+
+  /**
+   * Status first, then logs: when the status read says the build ended, the log read after it is
+   * complete. Lines are archived before the cursor is checkpointed, so a step that dies after
+   * archiving re-reads lines the archive already holds (it skips them by sequence number) and
+   * never skips a line. Relaying is best effort: the archive is the record, and a viewer that missed
+   * a line reads it there.
+   */
+  async function poll(ctx: Ctx): Promise<StepResult> {
+    const buildId = buildIdOf(ctx.checkpoint);
+    if (!buildId) throw new PermanentError('poll step without a depot_build_id in the checkpoint');
+    const status = await buildService.status(buildId, { signal: ctx.signal });
+    const page = await buildService.readLogs(buildId, cursorOf(ctx.checkpoint), { final: status.state !== 'running', signal: ctx.signal });
+    const checkpoint: JsonObject = { log_cursor: { lastSeq: page.cursor.lastSeq, position: page.cursor.position } };
+    if (page.lines.length > 0) {
+      await logArchive.append(ctx.job.id, page.lines);
+      try {
+        await logRelay.publish(ctx.job.id, page.lines);
+      } catch {
+        checkpoint.relay_failures = (typeof ctx.checkpoint.relay_failures === 'number' ? ctx.checkpoint.relay_failures : 0) + 1;
+      }
+    }
+    if (page.more) return next('poll', { checkpoint, delayMs: 0 });
+    switch (status.state) {
+      case 'running': {
+        const submittedAt = Date.parse(String(ctx.checkpoint.submitted_at));
+        if (ctx.now().getTime() - submittedAt > buildTimeoutMs) {
+          await buildService.cancel(buildId, `build job ${ctx.job.id} timed out after ${buildTimeoutMs} ms`, { signal: ctx.signal });
+          throw new PermanentError(`build ${buildId} was still running ${buildTimeoutMs} ms after submit; cancelled it`);
+        }
+        return next('poll', { checkpoint, delayMs: pollIntervalMs });
+      }
+      case 'succeeded':
+        return next('finish', { checkpoint: { ...checkpoint, image_ref: status.imageRef, built_at: ctx.now().toISOString() }, delayMs: 0 });
+      case 'failed':
+        throw new PermanentError(`build ${buildId} failed: ${status.error}`);
+      case 'cancelled':
+        throw new PermanentError(`build ${buildId} was cancelled at the build service`);
+    }
+  }
+
+  /** The desired image is written by the settle effect: it commits iff the job completes. */
+  async function finish(ctx: Ctx): Promise<StepResult> {
+    const { image_ref: ref, built_at: builtAt } = ctx.checkpoint;
+    const depotBuildId = buildIdOf(ctx.checkpoint);
+    if (typeof ref !== 'string' || typeof builtAt !== 'string' || !depotBuildId) {
+      throw new PermanentError('finish step without image_ref, built_at and depot_build_id in the checkpoint');
+    }
+    const image = { ref, commitSha: ctx.payload.commitSha, branch: ctx.payload.branch, buildId: ctx.job.id, depotBuildId, builtAt };
+    const now = ctx.now();
+    return done({ serviceId: ctx.payload.serviceId, image }, async (tx) => {
+      await tx`
+        insert into platform.services (id, desired_state, updated_at)
+        values (${ctx.payload.serviceId}, jsonb_build_object('image', ${tx.json(image)}::jsonb), ${now})
+        on conflict (id) do update
+          set desired_state = platform.services.desired_state || jsonb_build_object('image', ${tx.json(image)}::jsonb),
+              updated_at = ${now}`;
+    });
+  }
+
+  /** The build this job started, from the checkpoint or (if the id never reached it) by its request key. */
+  async function startedBuild(ctx: Ctx): Promise<string | null> {
+    return buildIdOf(ctx.checkpoint) ?? (await buildService.findByRequestKey(requestOf(ctx), { signal: ctx.signal }))?.buildId ?? null;
+  }
+
+  return defineJobType<BuildPayload>({
+    type: BUILD_JOB_TYPE,
+    payload: buildPayload,
+    leaseMs: BUILD_LEASE_MS,
+    maxAttempts: BUILD_MAX_ATTEMPTS,
+    // Depot outages: about 3 minutes of backoff before the job gives up.
+    retry: { baseMs: 2000, maxMs: 60_000 },
+    async run(ctx) {
+      switch (ctx.step) {
+        case 'start':
+        case 'submit':
+          return submit(ctx);
+        case 'poll':
+          return poll(ctx);
+        case 'finish':
+          return finish(ctx);
+        default:
+          throw new PermanentError(`build job has no step "${ctx.step}"`);
+      }
+    },
+    async onCancel(ctx) {
+      const buildId = await startedBuild(ctx);
+      if (buildId) await buildService.cancel(buildId, `build job ${ctx.job.id} cancelled: ${ctx.job.cancelReason ?? 'no reason given'}`, { signal: ctx.signal });
+    },
+    // A job that gave up (e.g. the provider stayed unreachable) must not leave its build running.
+    async onFailed(ctx) {
+      const buildId = await startedBuild(ctx);
+      if (buildId && (await buildService.status(buildId)).state === 'running') {
+        await buildService.cancel(buildId, `build job ${ctx.job.id} failed`);
+      }
+    },
+  });
+}
