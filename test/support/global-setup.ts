@@ -5,6 +5,8 @@ import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../../queue/migrate.ts';
 import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.ts';
+import { allProviders } from '../../sandbox/providers.ts';
+import { startSandbox } from '../../sandbox/server.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -12,6 +14,8 @@ declare module 'vitest' {
     adminDatabaseUrl: string;
     /** A migrated database that each test file clones. */
     templateDatabase: string;
+    /** The sandbox server (Depot, DigitalOcean, Stripe) for tests inside workerd. */
+    sandboxUrl: string;
   }
 }
 
@@ -35,9 +39,12 @@ export default async function setup(project: TestProject) {
   const templateSql = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
   await migrate(templateSql as never);
   await templateSql.end();
+  const sandbox = await startSandbox({ providers: allProviders() });
   project.provide('adminDatabaseUrl', adminUrl);
   project.provide('templateDatabase', template);
+  project.provide('sandboxUrl', sandbox.url);
   return async () => {
+    await sandbox.close();
     const leftovers = await admin`select datname from pg_database where datname like ${`sbt_${process.pid}_%`}`;
     for (const { datname } of leftovers) await admin.unsafe(`drop database if exists ${datname} with (force)`);
     await admin.unsafe(`drop database if exists ${template} with (force)`);

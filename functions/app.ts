@@ -1,0 +1,49 @@
+import { Hono } from 'hono';
+import { admin } from './http/admin.ts';
+import type { AppEnv } from './http/context.ts';
+import { errorBody, respondError } from './http/errors.ts';
+import { health } from './http/health.ts';
+import { jobs } from './http/jobs.ts';
+import { metrics } from './http/metrics.ts';
+import { drain } from './invocation.ts';
+
+/**
+ * The HTTP API. Each request's database client is opened on first use and closed after the
+ * response in waitUntil — after draining due steps when the request enqueued work (the kick),
+ * so an idle system starts a new job within milliseconds instead of at the next tick.
+ */
+export function createApp() {
+  const app = new Hono<AppEnv>();
+
+  app.use('*', async (c, next) => {
+    try {
+      await next();
+    } finally {
+      const opened = c.get('invocation');
+      if (opened) {
+        const kick = c.get('kick') === true && c.res.status < 300;
+        c.executionCtx.waitUntil(
+          (async () => {
+            const inv = await opened.catch(() => null);
+            if (!inv) return;
+            try {
+              if (kick) await drain(inv, inv.config.kickBudgetMs);
+            } catch (error) {
+              inv.log({ level: 'error', msg: 'kick drain failed', error: (error as Error).message });
+            } finally {
+              await inv.close();
+            }
+          })(),
+        );
+      }
+    }
+  });
+
+  app.route('/', health);
+  app.route('/', jobs);
+  app.route('/', admin);
+  app.route('/', metrics);
+  app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));
+  app.onError((error, c) => respondError(c, error));
+  return app;
+}

@@ -1,0 +1,52 @@
+/** Deployment settings from wrangler.toml [vars] (and secrets), parsed once per invocation. */
+export interface WorkerConfig {
+  pool: string;
+  tickBudgetMs: number;
+  kickBudgetMs: number;
+  stepConcurrency: number;
+  leaderLeaseMs: number;
+  cronBackfillMs: number;
+  scheduleGraceMs: number;
+  stuckJobMs: number;
+  finishedRetentionMs: number;
+  failedRetentionMs: number;
+  eventRetentionMs: number;
+  logSteps: boolean;
+}
+
+export type WorkerEnv = Env & {
+  ADMIN_TOKEN?: string;
+  ENQUEUE_TOKEN?: string;
+  METRICS_TOKEN?: string;
+  ALERT_WEBHOOK_URL?: string;
+  LOG_STEPS?: string;
+  [key: string]: unknown;
+};
+
+function int(env: WorkerEnv, name: keyof Env & string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new Error(`${name} must be an integer from ${min} to ${max}, got ${String(raw)}`);
+  }
+  return n;
+}
+
+export function readConfig(env: WorkerEnv): WorkerConfig {
+  return {
+    pool: (typeof env.POOL === 'string' && env.POOL) || 'default',
+    tickBudgetMs: int(env, 'TICK_BUDGET_MS', 20_000, 100, 600_000),
+    kickBudgetMs: int(env, 'KICK_BUDGET_MS', 5_000, 0, 25_000),
+    // the postgres client keeps one connection for heartbeats and settles beside the steps
+    stepConcurrency: int(env, 'STEP_CONCURRENCY', 4, 1, 4),
+    leaderLeaseMs: int(env, 'LEADER_LEASE_MS', 300_000, 10_000, 3_600_000),
+    cronBackfillMs: int(env, 'CRON_BACKFILL_MS', 86_400_000, 0, 31 * 86_400_000),
+    scheduleGraceMs: int(env, 'SCHEDULE_GRACE_MS', 3_600_000, 0, 31 * 86_400_000),
+    stuckJobMs: int(env, 'STUCK_JOB_MS', 7_200_000, 60_000, 31 * 86_400_000),
+    finishedRetentionMs: int(env, 'FINISHED_RETENTION_MS', 7 * 86_400_000, 60_000, 3650 * 86_400_000),
+    failedRetentionMs: int(env, 'FAILED_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
+    eventRetentionMs: int(env, 'EVENT_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
+    logSteps: env.LOG_STEPS !== 'false',
+  };
+}

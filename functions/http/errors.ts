@@ -1,0 +1,42 @@
+import type { Context } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { z } from 'zod';
+import { ConflictError, NotFoundError, ValidationError } from '../../queue/index.ts';
+
+/** Every error answer: {error: {code, message, field?}}. */
+export class HttpError extends Error {
+  constructor(readonly status: ContentfulStatusCode, readonly code: string, message: string, readonly field?: string) {
+    super(message);
+  }
+}
+
+export function errorBody(code: string, message: string, field?: string) {
+  return { error: { code, message, ...(field ? { field } : {}) } };
+}
+
+/** The field a zod issue is about, as a dotted path (`jobs.3.type`). */
+export function zodField(error: z.ZodError): { field: string | undefined; message: string } {
+  const issue = error.issues[0]!;
+  const field = issue.path.length ? issue.path.map(String).join('.') : undefined;
+  const message = issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message;
+  return { field: field ?? (issue.code === 'unrecognized_keys' ? issue.keys[0] : undefined), message: field ? `${field}: ${message}` : message };
+}
+
+export function toHttpError(error: unknown): HttpError | null {
+  if (error instanceof HttpError) return error;
+  if (error instanceof ValidationError) return new HttpError(400, 'invalid_input', error.message, error.field);
+  if (error instanceof ConflictError) return new HttpError(409, 'conflict', error.message, error.field);
+  if (error instanceof NotFoundError) return new HttpError(404, 'not_found', error.message);
+  if (error instanceof z.ZodError) {
+    const { field, message } = zodField(error);
+    return new HttpError(400, 'invalid_input', message, field);
+  }
+  return null;
+}
+
+export function respondError(c: Context, error: unknown) {
+  const known = toHttpError(error);
+  if (known) return c.json(errorBody(known.code, known.message, known.field), known.status);
+  console.error(JSON.stringify({ level: 'error', msg: 'unhandled error', error: (error as Error)?.message ?? String(error) }));
+  return c.json(errorBody('internal', 'internal error'), 500);
+}

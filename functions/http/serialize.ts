@@ -1,0 +1,37 @@
+import type { Job, JobEvent } from '../../queue/index.ts';
+import { redactSecrets } from '../lib/redact.ts';
+
+/** A job as the API shows it: camelCase, secrets redacted, the lease token withheld. */
+export function jobJson(job: Job) {
+  return {
+    id: job.id,
+    type: job.type,
+    status: job.status,
+    payload: redactSecrets(job.payload),
+    priority: job.priority,
+    runAt: job.runAt.getTime() >= 8.64e15 ? null : job.runAt.toISOString(),
+    attempts: job.attempts,
+    maxAttempts: job.maxAttempts,
+    lockedUntil: job.lockedUntil?.toISOString() ?? null,
+    lockedBy: job.lockedBy,
+    dedupeKey: job.dedupeKey,
+    submitKey: job.submitKey,
+    step: job.step,
+    checkpoint: redactSecrets(job.checkpoint),
+    lastError: job.lastError,
+    result: redactSecrets(job.result),
+    pool: job.pool,
+    weight: job.weight,
+    concurrencyKey: job.concurrencyKey,
+    cancelRequested: job.cancelRequestedAt !== null,
+    supersededBy: job.supersededBy,
+    createdAt: job.createdAt.toISOString(),
+    startedAt: job.startedAt?.toISOString() ?? null,
+    finishedAt: job.finishedAt?.toISOString() ?? null,
+  };
+}
+
+export function eventJson(event: JobEvent) {
+  const { token: _token, ...detail } = event.detail as Record<string, unknown>;
+  return { id: event.id, at: event.at.toISOString(), kind: event.kind, detail: redactSecrets(detail) };
+}

@@ -1,0 +1,62 @@
+import { connect } from 'cloudflare:sockets';
+import { Buffer } from 'node:buffer';
+import { EventEmitter } from 'node:events';
+
+/**
+ * The TCP socket postgres.js uses inside the Worker (its `socket` option), over
+ * `cloudflare:sockets`. postgres.js's bundled one reports a read that fails after a deliberate
+ * close ("This socket has been closed.") on an emitter whose listeners postgres.js has already
+ * removed, which surfaces as an unhandled rejection after every `sql.end()`. Here the end of
+ * the stream, a close, and a failed read all settle the socket once, and an error is only
+ * emitted while someone listens for it.
+ */
+export interface PostgresSocketOptions {
+  host: string[];
+  port: number[];
+}
+
+export async function openPostgresSocket(options: PostgresSocketOptions): Promise<EventEmitter> {
+  const raw = connect({ hostname: options.host[0]!, port: options.port[0]! });
+  const writer = raw.writable.getWriter();
+  const reader = raw.readable.getReader();
+  const socket = Object.assign(new EventEmitter(), {
+    readyState: 'open' as 'open' | 'closed',
+    write(data: Uint8Array, callback?: () => void): boolean {
+      writer.write(data).then(() => callback?.(), settle);
+      return true;
+    },
+    end(data?: Uint8Array): void {
+      const close = () => void raw.close().catch(() => {});
+      if (data) writer.write(data).then(close, close);
+      else close();
+    },
+    destroy(): void {
+      void raw.close().catch(() => {});
+    },
+  });
+
+  let settled = false;
+  function settle(error?: unknown): void {
+    if (settled) return;
+    settled = true;
+    socket.readyState = 'closed';
+    if (error && socket.listenerCount('error') > 0) socket.emit('error', error);
+    socket.emit('close', Boolean(error));
+  }
+
+  raw.closed.then(() => settle(), settle);
+  await raw.opened;
+  void (async () => {
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        socket.emit('data', Buffer.from(value));
+      }
+      settle();
+    } catch (error) {
+      settle(error);
+    }
+  })();
+  return socket;
+}

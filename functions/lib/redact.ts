@@ -1,0 +1,23 @@
+/**
+ * Secrets never appear in API answers, events shown to users, logs or the dashboard. Values
+ * under keys that name a secret are replaced wherever they are nested.
+ */
+const SECRET_KEY = /(secret|password|passwd|token|api[-_]?key|private[-_]?key|connection[-_]?string|credential|authorization|dsn)/i;
+export const REDACTED = '[redacted]';
+
+export function redactSecrets<T>(value: T, depth = 0): T {
+  if (depth > 32 || value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((v) => redactSecrets(v, depth + 1)) as T;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined ? REDACTED : redactSecrets(v, depth + 1);
+  }
+  return out as T;
+}
+
+/** Removes known secret values from free text (e.g. an error message that echoed a token). */
+export function scrubText(text: string, secrets: Array<string | undefined>): string {
+  let out = text;
+  for (const s of secrets) if (s && s.length >= 6) out = out.split(s).join(REDACTED);
+  return out;
+}

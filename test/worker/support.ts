@@ -1,0 +1,82 @@
+import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from 'cloudflare:test';
+import postgres from 'postgres';
+import { afterAll } from 'vitest';
+import type { Sql } from '../../queue/index.ts';
+import type { WorkerEnv } from '../../functions/config.ts';
+import worker from '../../functions/index.ts';
+import { openPostgresSocket } from '../../functions/lib/cloudflare-socket.ts';
+
+export type TestEnv = WorkerEnv & { TEST_ADMIN_DATABASE_URL: string; TEST_TEMPLATE_DATABASE: string; TEST_SANDBOX_URL: string };
+export const testEnv = env as unknown as TestEnv;
+
+export const TOKENS = { admin: 'test-admin-token', enqueue: 'test-enqueue-token', metrics: 'test-metrics-token' } as const;
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export interface WorkerHarness {
+  env: TestEnv;
+  /** A client on the file's database, for arranging and checking rows. */
+  sql: Sql;
+  /** A request through the Worker's fetch handler; waits for its waitUntil work (the kick). */
+  request(path: string, init?: RequestInit & { token?: keyof typeof TOKENS | null; json?: unknown }): Promise<Response>;
+  /** A Cron Trigger through the Worker's scheduled handler. */
+  trigger(cron: string, scheduledTime?: Date, envOverrides?: Partial<TestEnv>): Promise<void>;
+}
+
+/**
+ * Each Worker test file gets its own database cloned from the run's migrated template, and an
+ * env whose HYPERDRIVE points at it, so files run in parallel without sharing rows.
+ */
+export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Promise<WorkerHarness> {
+  const admin = postgres(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1, fetch_types: false, socket: openPostgresSocket as never, onnotice: () => {} });
+  const name = `sbw_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  for (let i = 0; ; i++) {
+    try {
+      await admin.unsafe(`create database ${name} template ${testEnv.TEST_TEMPLATE_DATABASE}`);
+      break;
+    } catch (error) {
+      if (i > 50 || !/being accessed by other users/.test(String((error as Error).message))) throw error;
+      await new Promise((r) => setTimeout(r, 50 + Math.random() * 100));
+    }
+  }
+  await admin.end();
+  const url = withDatabase(testEnv.TEST_ADMIN_DATABASE_URL, name);
+  const sql = postgres(url, { max: 4, fetch_types: false, socket: openPostgresSocket as never, onnotice: () => {} }) as unknown as Sql;
+  const harnessEnv = { ...testEnv, ...overrides, HYPERDRIVE: { connectionString: url } } as unknown as TestEnv;
+  afterAll(async () => {
+    await sql.end({ timeout: 1 }).catch(() => {});
+    const cleanup = postgres(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1, fetch_types: false, socket: openPostgresSocket as never, onnotice: () => {} });
+    await cleanup.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+    await cleanup.end().catch(() => {});
+  });
+  return {
+    env: harnessEnv,
+    sql,
+    async request(path, init = {}) {
+      const { token = 'admin', json, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      if (token) headers.set('authorization', `Bearer ${TOKENS[token]}`);
+      if (json !== undefined) headers.set('content-type', 'application/json');
+      const req = new Request(`http://worker.test${path}`, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
+      const ctx = createExecutionContext();
+      const res = await worker.fetch(req as never, harnessEnv, ctx);
+      await waitOnExecutionContext(ctx);
+      return res as unknown as Response;
+    },
+    async trigger(cron, scheduledTime = new Date(), envOverrides = {}) {
+      const controller = createScheduledController({ cron, scheduledTime });
+      const ctx = createExecutionContext();
+      await worker.scheduled(controller, { ...harnessEnv, ...envOverrides } as TestEnv, ctx);
+      await waitOnExecutionContext(ctx);
+    },
+  };
+}
+
+export async function countJobs(sql: Sql, where?: ReturnType<Sql>): Promise<number> {
+  const [row] = await sql`select count(*)::int as n from worker.jobs ${where ? sql`where ${where}` : sql``}`;
+  return row!.n as number;
+}
