@@ -2,7 +2,7 @@ import postgres from 'postgres';
 import { LogAlerts, runSteps, type Alerts, type JobRegistry, type RunCounts, type Sql } from '../queue/index.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { createRegistry } from './registry.ts';
-import { openPostgresSocket } from './lib/cloudflare-socket.ts';
+import { openPostgresSocket } from './cloudflare-socket.ts';
 
 /**
  * Everything one invocation (a request or a cron trigger) needs. The postgres client is made per

@@ -4,7 +4,7 @@ import { afterAll } from 'vitest';
 import type { Sql } from '../../queue/index.ts';
 import type { WorkerEnv } from '../../functions/config.ts';
 import worker from '../../functions/index.ts';
-import { openPostgresSocket } from '../../functions/lib/cloudflare-socket.ts';
+import { openPostgresSocket } from '../../functions/cloudflare-socket.ts';
 
 export type TestEnv = WorkerEnv & { TEST_ADMIN_DATABASE_URL: string; TEST_TEMPLATE_DATABASE: string; TEST_SANDBOX_URL: string };
 export const testEnv = env as unknown as TestEnv;
