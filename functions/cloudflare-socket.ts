@@ -1,3 +1,4 @@
+import postgres from 'postgres';
 import { connect } from 'cloudflare:sockets';
 import { Buffer } from 'node:buffer';
 import { EventEmitter } from 'node:events';
@@ -59,4 +60,17 @@ export async function openPostgresSocket(options: PostgresSocketOptions): Promis
     }
   })();
   return socket;
+}
+
+/** A postgres.js client for use inside the Worker, on the socket above. */
+export function connectInWorker(url: string, options: { max: number; applicationName?: string }): import('../queue/index.ts').Sql {
+  const settings = {
+    max: options.max,
+    // no round trip to read the server's types on connect: every array parameter is cast in SQL
+    fetch_types: false,
+    socket: openPostgresSocket,
+    onnotice: () => {},
+    connection: { application_name: options.applicationName ?? 'starbase-worker' },
+  };
+  return postgres(url, settings as postgres.Options<{}>) as unknown as import('../queue/index.ts').Sql;
 }

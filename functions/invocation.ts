@@ -1,8 +1,7 @@
-import postgres from 'postgres';
 import { LogAlerts, runSteps, type Alerts, type JobRegistry, type RunCounts, type Sql } from '../queue/index.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { createRegistry } from './registry.ts';
-import { openPostgresSocket } from './cloudflare-socket.ts';
+import { connectInWorker } from './cloudflare-socket.ts';
 
 /**
  * Everything one invocation (a request or a cron trigger) needs. The postgres client is made per
@@ -27,14 +26,7 @@ const syncedDatabases = new Set<string>();
 export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   const config = readConfig(env);
   const url = env.HYPERDRIVE.connectionString;
-  const sql = postgres(url, {
-    max: 5,
-    // no round trip to read the server's types on connect: every array parameter is cast in SQL
-    fetch_types: false,
-    socket: openPostgresSocket as never,
-    onnotice: () => {},
-    connection: { application_name: `starbase-worker ${config.pool}` },
-  }) as unknown as Sql;
+  const sql = connectInWorker(url, { max: 5, applicationName: `starbase-worker ${config.pool}` });
   const registry = createRegistry(env);
   const log = (line: Record<string, unknown>) => console.log(JSON.stringify(line));
   const invocation: Invocation = {

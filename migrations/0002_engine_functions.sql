@@ -123,8 +123,9 @@ create function worker.enqueue_job(
   pool text default null, weight text default null, concurrency_key text default null,
   concurrency_limit int default null, delay_ms bigint default null
 ) returns worker.jobs language sql as $$
-  select (jsonb_populate_record(null::worker.jobs,
-           worker.enqueue_job_ex($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12))).*
+  -- called in FROM, so the enqueue runs once (a (f(...)).* select list would call it per column)
+  select r.* from jsonb_populate_record(null::worker.jobs,
+           worker.enqueue_job_ex($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)) r
 $$;
 
 -- Batch enqueue: one call for up to thousands of jobs, all or nothing. Each element uses the

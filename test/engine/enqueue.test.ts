@@ -47,6 +47,11 @@ describe('enqueue', () => {
     expect(row).toMatchObject({ type: 'uppercase', status: 'queued', priority: 10, max_attempts: 5, submit_key: 'sql-1' });
     const [again] = await db.sql`select id from worker.enqueue_job(type => 'uppercase', payload => '{"text":"from sql"}'::jsonb, priority => 10, max_attempts => 5, submit_key => 'sql-1')`;
     expect(again!.id).toBe(row!.id);
+    const before = await count(db.sql);
+    const [plain] = await db.sql`select * from worker.enqueue_job(type => 'uppercase', payload => '{"text":"once"}'::jsonb)`;
+    expect(await count(db.sql)).toBe(before + 1);
+    const events = await db.sql`select kind from worker.job_events where job_id = ${plain!.id}`;
+    expect(events.map((e) => e.kind)).toEqual(['enqueued']);
   });
 
   describe('submit_key', () => {

@@ -1,10 +1,9 @@
 import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from 'cloudflare:test';
-import postgres from 'postgres';
 import { afterAll } from 'vitest';
 import type { Sql } from '../../queue/index.ts';
 import type { WorkerEnv } from '../../functions/config.ts';
 import worker from '../../functions/index.ts';
-import { openPostgresSocket } from '../../functions/cloudflare-socket.ts';
+import { connectInWorker } from '../../functions/cloudflare-socket.ts';
 
 export type TestEnv = WorkerEnv & { TEST_ADMIN_DATABASE_URL: string; TEST_TEMPLATE_DATABASE: string; TEST_SANDBOX_URL: string };
 export const testEnv = env as unknown as TestEnv;
@@ -32,7 +31,7 @@ export interface WorkerHarness {
  * env whose HYPERDRIVE points at it, so files run in parallel without sharing rows.
  */
 export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Promise<WorkerHarness> {
-  const admin = postgres(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1, fetch_types: false, socket: openPostgresSocket as never, onnotice: () => {} });
+  const admin = connectInWorker(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1 });
   const name = `sbw_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`;
   for (let i = 0; ; i++) {
     try {
@@ -45,11 +44,11 @@ export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Pro
   }
   await admin.end();
   const url = withDatabase(testEnv.TEST_ADMIN_DATABASE_URL, name);
-  const sql = postgres(url, { max: 4, fetch_types: false, socket: openPostgresSocket as never, onnotice: () => {} }) as unknown as Sql;
+  const sql = connectInWorker(url, { max: 4 });
   const harnessEnv = { ...testEnv, ...overrides, HYPERDRIVE: { connectionString: url } } as unknown as TestEnv;
   afterAll(async () => {
     await sql.end({ timeout: 1 }).catch(() => {});
-    const cleanup = postgres(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1, fetch_types: false, socket: openPostgresSocket as never, onnotice: () => {} });
+    const cleanup = connectInWorker(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1 });
     await cleanup.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
     await cleanup.end().catch(() => {});
   });
@@ -70,7 +69,7 @@ export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Pro
     async trigger(cron, scheduledTime = new Date(), envOverrides = {}) {
       const controller = createScheduledController({ cron, scheduledTime });
       const ctx = createExecutionContext();
-      await worker.scheduled(controller, { ...harnessEnv, ...envOverrides } as TestEnv, ctx);
+      await worker.scheduled(controller, { ...harnessEnv, ...envOverrides } as TestEnv);
       await waitOnExecutionContext(ctx);
     },
   };
