@@ -46,8 +46,10 @@ export async function deliverPendingAlerts(sql: Sql, alerts: Alerts, options: { 
       });
     }
     if (rows.length > 0) {
+      // ids travel as a JSON array: array parameters need the server's type list, which the
+      // Worker's client does not fetch
       await tx`update worker.alerts set notified_at = coalesce(${options.now ?? null}::timestamptz, now())
-                where id = any(${rows.map((r) => Number(r.id))}::bigint[])`;
+                where id in (select jsonb_array_elements_text(${tx.json(rows.map((r) => Number(r.id)))}::jsonb)::bigint)`;
     }
     return rows.length;
   })) as number;

@@ -1,7 +1,8 @@
 import { createDepotSandbox } from './depot.ts';
+import { digitalOceanSandbox } from './digitalocean.ts';
 import type { SandboxProvider } from './server.ts';
 
 /** Every provider the sandbox speaks. Each call returns fresh state. */
 export function allProviders(): SandboxProvider[] {
-  return [createDepotSandbox()];
+  return [createDepotSandbox(), digitalOceanSandbox()];
 }
