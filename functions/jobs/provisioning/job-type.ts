@@ -1,0 +1,34 @@
+import { PermanentError } from '../../../queue/errors.ts';
+import { defineJobType, type JobType, type StepContext, type StepResult } from '../../../queue/registry.ts';
+import type { z } from 'zod';
+import { withProviderRetry } from './provider-retry.ts';
+
+export interface ProvisioningJobDefinition<P> {
+  type: string;
+  payload: z.ZodType<P>;
+  /** Step name → handler; `start` is the first step of a new job. */
+  steps: Record<string, (ctx: StepContext<P>) => Promise<StepResult>>;
+  /** Destroy what the job created: runs on cancel and after a terminal failure. */
+  compensate(ctx: StepContext<P>): Promise<void>;
+}
+
+/**
+ * The shape both provisioning jobs share: provider errors become delayed steps (withProviderRetry),
+ * a longer lease (provider calls are slow), and compensation on cancel and on failure.
+ */
+export function defineProvisioningJobType<P>(definition: ProvisioningJobDefinition<P>): JobType<P> {
+  return defineJobType<P>({
+    type: definition.type,
+    payload: definition.payload,
+    leaseMs: 300_000,
+    maxAttempts: 5,
+    retry: { baseMs: 5_000, maxMs: 5 * 60_000 },
+    run(ctx) {
+      const step = definition.steps[ctx.step];
+      if (!step) throw new PermanentError(`${definition.type} has no step ${ctx.step}`);
+      return withProviderRetry(ctx, () => step(ctx));
+    },
+    onCancel: (ctx) => definition.compensate(ctx),
+    onFailed: (ctx) => definition.compensate(ctx),
+  });
+}
