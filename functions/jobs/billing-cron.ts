@@ -1,0 +1,142 @@
+import { z } from 'zod';
+import type { Queryable } from '../../queue/db.ts';
+import { enqueueBatch } from '../../queue/enqueue.ts';
+import { PermanentError } from '../../queue/errors.ts';
+import type { Json, JsonObject } from '../../queue/job.ts';
+import { defineJobType, done, next, type JobType } from '../../queue/registry.ts';
+import { isPeriod, periodBounds } from '../lib/billing-calc.ts';
+import { INVOICE_ACCOUNT, invoiceSubmitKey } from './invoice-account.ts';
+
+/**
+ * billing_cron: the month-end run for one closed period.
+ *
+ *   start  one invoice_account job per billable account, in ONE batch insert; each has the
+ *          submit key invoice:<account>:<period>, so a second run (a duplicate trigger, a retry
+ *          after a crash) creates nothing new and one bad account never blocks the others
+ *   wait   poll until every one of those jobs has settled, then write the run summary
+ *          (platform.billing_runs) in the same transaction as completing
+ *
+ * Billable for period P: accounts created before P ended and not cancelled before P began, in
+ * any status (payment_failed and suspended accounts still owe what they used; an account
+ * cancelled during P gets its final invoice).
+ */
+
+export const BILLING_CRON = 'billing_cron';
+
+export const billingCronPayload = z.object({ period: z.string().refine(isPeriod, 'period must be YYYY-MM') });
+export type BillingCronPayload = z.infer<typeof billingCronPayload>;
+
+export interface BillingCronDeps {
+  /** Between polls of the invoice jobs (default 30 s). */
+  pollDelayMs?: number;
+  /** Priority of the invoice jobs (default 50). */
+  invoicePriority?: number;
+}
+
+/** The accounts billed for the period, with their invoice jobs' submit keys. */
+function billableAccounts(sql: Queryable, period: string) {
+  const { start, end } = periodBounds(period);
+  return sql`
+    select a.id, 'invoice:' || a.id || ':' || ${period}::text as submit_key
+      from platform.accounts a
+     where a.created_at < ${end} and (a.cancelled_at is null or a.cancelled_at >= ${start})`;
+}
+
+const MAX_LISTED_FAILURES = 100;
+
+export interface BillingRunSummary {
+  period: string;
+  accounts: number;
+  invoiced: number;
+  noCharge: number;
+  failed: number;
+  totalCents: number;
+  failures: { accountId: string; jobId: string; error: string | null }[];
+}
+
+async function settledCounts(sql: Queryable, period: string): Promise<{ pending: number; settled: number }> {
+  const [row] = await sql`
+    with billable as (${billableAccounts(sql, period)})
+    select count(*) filter (where j.status in ('queued', 'running'))::int as pending,
+           count(*) filter (where j.status not in ('queued', 'running'))::int as settled
+      from billable b join worker.jobs j on j.submit_key = b.submit_key`;
+  return { pending: row!.pending as number, settled: row!.settled as number };
+}
+
+async function runSummary(sql: Queryable, period: string): Promise<BillingRunSummary> {
+  const [counts] = await sql`
+    with billable as (${billableAccounts(sql, period)})
+    select count(*)::int as accounts,
+           count(*) filter (where i.status in ('open', 'paid', 'uncollectible', 'void'))::int as invoiced,
+           count(*) filter (where i.status = 'no_charge')::int as no_charge,
+           count(*) filter (where j.status in ('failed', 'cancelled', 'oom_killed'))::int as failed,
+           coalesce(sum(i.total_cents) filter (where i.status in ('open', 'paid', 'uncollectible')), 0)::bigint as total_cents
+      from billable b
+      left join worker.jobs j on j.submit_key = b.submit_key
+      left join platform.invoices i on i.account_id = b.id and i.period = ${period}`;
+  const failures = await sql`
+    with billable as (${billableAccounts(sql, period)})
+    select b.id as account_id, j.id as job_id, j.last_error
+      from billable b join worker.jobs j on j.submit_key = b.submit_key
+     where j.status in ('failed', 'cancelled', 'oom_killed')
+     order by b.id limit ${MAX_LISTED_FAILURES}`;
+  return {
+    period,
+    accounts: counts!.accounts as number,
+    invoiced: counts!.invoiced as number,
+    noCharge: counts!.no_charge as number,
+    failed: counts!.failed as number,
+    totalCents: Number(counts!.total_cents),
+    failures: failures.map((f) => ({ accountId: f.account_id as string, jobId: f.job_id as string, error: f.last_error as string | null })),
+  };
+}
+
+export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronPayload> {
+  const pollDelayMs = deps.pollDelayMs ?? 30_000;
+  return defineJobType({
+    type: BILLING_CRON,
+    payload: billingCronPayload,
+    // The fan-out inserts one job per account in one statement.
+    leaseMs: 600_000,
+    maxAttempts: 5,
+    async run(ctx) {
+      const { sql, payload } = ctx;
+      const { period } = payload;
+      if (ctx.step === 'start') {
+        if (ctx.now() < periodBounds(period).end) throw new PermanentError(`period ${period} has not ended yet`);
+        const accounts = await billableAccounts(sql, period);
+        const results = await enqueueBatch(
+          sql,
+          accounts.map((a) => ({
+            type: INVOICE_ACCOUNT,
+            payload: { accountId: a.id as string, period },
+            submitKey: invoiceSubmitKey(a.id as string, period),
+            priority: deps.invoicePriority ?? 50,
+          })),
+          { now: ctx.now() },
+        );
+        const created = results.filter((r) => !r.duplicate).length;
+        return next('wait', {
+          checkpoint: { accounts: accounts.length, created, existing: accounts.length - created, startedAt: ctx.now().toISOString() },
+          delayMs: 0,
+        });
+      }
+      if (ctx.step === 'wait') {
+        const { pending, settled } = await settledCounts(sql, period);
+        if (pending > 0) return next('wait', { checkpoint: { pending, settled }, delayMs: pollDelayMs });
+        const summary = await runSummary(sql, period);
+        const startedAt = typeof ctx.checkpoint.startedAt === 'string' ? new Date(ctx.checkpoint.startedAt) : ctx.now();
+        const finishedAt = ctx.now();
+        return done({ ...summary, created: ctx.checkpoint.created ?? 0 } as unknown as JsonObject, (tx) => tx`
+          insert into platform.billing_runs (period, job_id, accounts, invoiced, no_charge, failed, total_cents, failures, started_at, finished_at)
+          values (${period}, ${ctx.job.id}, ${summary.accounts}, ${summary.invoiced}, ${summary.noCharge}, ${summary.failed}, ${summary.totalCents},
+                  ${tx.json(summary.failures as unknown as Json)}, ${startedAt}, ${finishedAt})
+          on conflict (period) do update set
+            job_id = excluded.job_id, accounts = excluded.accounts, invoiced = excluded.invoiced, no_charge = excluded.no_charge,
+            failed = excluded.failed, total_cents = excluded.total_cents, failures = excluded.failures,
+            started_at = excluded.started_at, finished_at = excluded.finished_at`);
+      }
+      throw new PermanentError(`billing_cron has no step "${ctx.step}"`);
+    },
+  });
+}

@@ -1,0 +1,104 @@
+import Stripe from 'stripe';
+import type { Sql, TransactionSql } from '../../queue/db.ts';
+
+/**
+ * POST /webhooks/stripe, minus the HTTP: verify the signature over the raw body, then apply the
+ * payment events to the account. The route passes the body exactly as received (any re-encoding
+ * breaks the signature) and answers `status` with `body`.
+ *
+ *   invoice.payment_failed  the account becomes payment_failed (from active), with the event's
+ *                           time; the cleanup sweep suspends it after a grace period
+ *   invoice.paid            the invoice is paid; once none of the account's invoices has a failed
+ *                           payment outstanding, the account is active again and the services the
+ *                           sweep suspended for non-payment are resumed
+ *
+ * A bad signature, or a timestamp older than the tolerance (a captured request replayed later),
+ * is a 400 and changes nothing. Stripe delivers at least once and in any order: an event id
+ * already applied is acknowledged and skipped, and a failure reported for an invoice that is
+ * already paid is stale and ignored.
+ */
+
+export type StripeWebhookOutcome = 'applied' | 'duplicate' | 'ignored' | 'stale';
+
+export type StripeWebhookResult =
+  | { status: 200; body: { received: true; eventId: string; type: string; outcome: StripeWebhookOutcome; accountId?: string } }
+  | { status: 400; body: { error: string } };
+
+export interface StripeWebhookOptions {
+  /** Oldest signature timestamp accepted, in seconds (Stripe's default: 300). */
+  toleranceSeconds?: number;
+  /** The time the request was received (tests pin it); the clock when absent. */
+  now?: Date;
+}
+
+const HANDLED = new Set(['invoice.payment_failed', 'invoice.paid']);
+const cryptoProvider = Stripe.createSubtleCryptoProvider();
+
+export async function handleStripeWebhook(
+  sql: Sql,
+  stripe: Stripe,
+  rawBody: string,
+  signatureHeader: string | null | undefined,
+  secret: string,
+  options: StripeWebhookOptions = {},
+): Promise<StripeWebhookResult> {
+  if (!signatureHeader) return { status: 400, body: { error: 'missing Stripe-Signature header' } };
+  let event: Stripe.Event;
+  try {
+    event = await stripe.webhooks.constructEventAsync(rawBody, signatureHeader, secret, options.toleranceSeconds ?? 300, cryptoProvider, options.now?.getTime());
+  } catch (error) {
+    // The SDK's message names the problem (no matching signature, timestamp outside the tolerance); its first line is enough.
+    const reason = error instanceof Error ? (error.message.split('\n')[0] ?? '').trim() : 'unreadable';
+    return { status: 400, body: { error: `Stripe signature verification failed: ${reason}` } };
+  }
+  const received = { received: true as const, eventId: event.id, type: event.type };
+  if (!HANDLED.has(event.type)) return { status: 200, body: { ...received, outcome: 'ignored' } };
+
+  const invoice = event.data.object as Stripe.Invoice;
+  const customerId = typeof invoice.customer === 'string' ? invoice.customer : (invoice.customer?.id ?? null);
+  const at = new Date(event.created * 1000);
+  return sql.begin(async (tx) => {
+    const [account] = customerId ? await tx`select id from platform.accounts where stripe_customer_id = ${customerId} for update` : [];
+    const accountId = (account?.id as string | undefined) ?? null;
+    const fresh = await tx`
+      insert into platform.stripe_events (id, type, account_id, created, received_at)
+      values (${event.id}, ${event.type}, ${accountId}, ${at}, ${options.now ?? new Date()})
+      on conflict (id) do nothing returning id`;
+    if (fresh.length === 0) return { status: 200, body: { ...received, outcome: 'duplicate' } };
+    if (!accountId) return { status: 200, body: { ...received, outcome: 'ignored' } };
+    const outcome =
+      event.type === 'invoice.payment_failed' ? await paymentFailed(tx, accountId, invoice.id, at) : await invoicePaid(tx, accountId, invoice.id, at);
+    return { status: 200, body: { ...received, outcome, accountId } };
+  }) as Promise<StripeWebhookResult>;
+}
+
+async function paymentFailed(tx: TransactionSql, accountId: string, stripeInvoiceId: string, at: Date): Promise<StripeWebhookOutcome> {
+  const [known] = await tx`select status from platform.invoices where stripe_invoice_id = ${stripeInvoiceId}`;
+  if (known && ['paid', 'void'].includes(known.status as string)) return 'stale';
+  await tx`update platform.invoices set payment_failed_at = coalesce(payment_failed_at, ${at}) where stripe_invoice_id = ${stripeInvoiceId}`;
+  // Only an active account changes: a suspended or cancelled one stays so, and a second failure keeps the first one's time.
+  await tx`update platform.accounts set status = 'payment_failed', payment_failed_at = ${at} where id = ${accountId} and status = 'active'`;
+  return 'applied';
+}
+
+async function invoicePaid(tx: TransactionSql, accountId: string, stripeInvoiceId: string, at: Date): Promise<StripeWebhookOutcome> {
+  await tx`
+    update platform.invoices set status = 'paid', paid_at = coalesce(paid_at, ${at}), payment_failed_at = null
+     where stripe_invoice_id = ${stripeInvoiceId}`;
+  const [outstanding] = await tx`
+    select count(*)::int as n from platform.invoices
+     where account_id = ${accountId} and payment_failed_at is not null and status not in ('paid', 'void')`;
+  if (outstanding!.n > 0) return 'applied';
+  const cleared = await tx`
+    update platform.accounts set status = 'active', payment_failed_at = null, suspended_at = null
+     where id = ${accountId}
+       -- a suspension for anything other than non-payment (no payment_failed_at) is not ours to lift
+       and (status = 'payment_failed' or (status = 'suspended' and payment_failed_at is not null))
+     returning id`;
+  if (cleared.length > 0) {
+    await tx`
+      update platform.services set desired_state = desired_state - 'suspended' - 'suspendedReason' - 'suspendedAt', updated_at = ${at}
+       where account_id = ${accountId} and desired_state->>'suspendedReason' = 'payment_failed'`;
+  }
+  return 'applied';
+}
