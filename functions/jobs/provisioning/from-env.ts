@@ -1,0 +1,65 @@
+/**
+ * The provisioning job types, built from the Worker's env (or process.env in Node):
+ *
+ *   DIGITALOCEAN_TOKEN     secret: a DigitalOcean API token with read + write scope
+ *   DIGITALOCEAN_API_URL   default https://api.digitalocean.com (the sandbox's URL on `npm start`)
+ *   ENCRYPTION_KEYS        secret: "kid:<base64 32 bytes>[,older…]", the first seals (see lib/secrets.ts)
+ *   TALOS_IMAGE            the Talos custom image at DigitalOcean (its numeric id, or a slug)
+ *   DIGITALOCEAN_VPC_UUID  optional: the VPC cluster droplets join
+ *   KUBERNETES_VERSION_URL optional: where a cluster's /version is probed, `{endpoint}` replaced by
+ *                          the first control plane's address; default https://{endpoint}:6443/version
+ *
+ * The Talos machine configs are not env: they are sealed in platform.sealed_secrets
+ * (storeTalosMachineConfigs) and opened with ENCRYPTION_KEYS when a cluster step needs them.
+ *
+ * With a variable missing, the types are still registered (so such a job fails with a message
+ * naming what to set, instead of "unknown job type"), and nothing is sent anywhere.
+ */
+import { PermanentError } from '../../../queue/errors.ts';
+import { defineJobType, type JobType } from '../../../queue/registry.ts';
+import { DigitalOceanCloudProvider } from '../../adapters/digitalocean.ts';
+import { FetchKubernetesProbe } from '../../adapters/kubernetes-probe.ts';
+import { parseKeyRing } from '../../lib/secrets.ts';
+import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER } from '../provision-cluster.ts';
+import { provisionDbJobType, provisionDbRequest, PROVISION_DB } from '../provision-db.ts';
+import { loadTalosMachineConfigs } from './talos.ts';
+
+export interface ProvisioningEnv {
+  DIGITALOCEAN_TOKEN?: string;
+  DIGITALOCEAN_API_URL?: string;
+  ENCRYPTION_KEYS?: string;
+  TALOS_IMAGE?: string;
+  DIGITALOCEAN_VPC_UUID?: string;
+  KUBERNETES_VERSION_URL?: string;
+}
+
+function unconfigured(type: string, payload: typeof provisionDbRequest | typeof provisionClusterRequest, missing: string[]): JobType<any> {
+  return defineJobType<unknown>({
+    type,
+    payload: payload as never,
+    async run() {
+      throw new PermanentError(`${type} is not configured in this deployment: set ${missing.join(', ')}`);
+    },
+  });
+}
+
+export async function provisioningJobTypes(env: ProvisioningEnv): Promise<JobType<any>[]> {
+  const missingDb = (['DIGITALOCEAN_TOKEN', 'ENCRYPTION_KEYS'] as const).filter((k) => !env[k]);
+  const missingCluster = [...missingDb, ...(env.TALOS_IMAGE ? [] : ['TALOS_IMAGE'])];
+  if (missingDb.length > 0) {
+    return [unconfigured(PROVISION_DB, provisionDbRequest, missingDb), unconfigured(PROVISION_CLUSTER, provisionClusterRequest, missingCluster)];
+  }
+  const keyRing = await parseKeyRing(env.ENCRYPTION_KEYS);
+  const cloud = new DigitalOceanCloudProvider({ token: env.DIGITALOCEAN_TOKEN!, baseUrl: env.DIGITALOCEAN_API_URL || undefined });
+  const db = provisionDbJobType({ cloud, keyRing });
+  if (!env.TALOS_IMAGE) return [db, unconfigured(PROVISION_CLUSTER, provisionClusterRequest, missingCluster)];
+  const urlTemplate = env.KUBERNETES_VERSION_URL;
+  const cluster = provisionClusterJobType({
+    cloud,
+    probe: new FetchKubernetesProbe(urlTemplate ? { urlFor: (endpoint) => urlTemplate.replaceAll('{endpoint}', endpoint) } : {}),
+    machineConfigs: (sql) => loadTalosMachineConfigs(sql, keyRing),
+    talosImage: /^\d+$/.test(env.TALOS_IMAGE) ? Number(env.TALOS_IMAGE) : env.TALOS_IMAGE,
+    vpcUuid: env.DIGITALOCEAN_VPC_UUID || undefined,
+  });
+  return [db, cluster];
+}
