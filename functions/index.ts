@@ -1,19 +1,18 @@
 import { createApp } from './app.ts';
 import type { WorkerEnv } from './config.ts';
 import { drain, openInvocation } from './invocation.ts';
-import { enqueueSlot, latestSlot, scheduleForCron } from './schedules.ts';
+import { enqueueSlot, latestSlot, scheduleForCron, TICK_CRON } from './schedules.ts';
 import { runTick } from './tick.ts';
 
 const app = createApp();
-
-export const TICK_CRON = '* * * * *';
 
 /**
  * A Cron Trigger: the per-minute tick, or a schedule's own trigger (billing, cleanup), which
  * enqueues that slot's job exactly once and drains. The client is closed when the work is done.
  */
 async function scheduled(controller: ScheduledController, env: WorkerEnv): Promise<void> {
-  const now = new Date(controller.scheduledTime);
+  // a manually fired event (wrangler dev's /__scheduled) may carry no scheduled time
+  const now = Number.isFinite(controller.scheduledTime) ? new Date(controller.scheduledTime) : new Date();
   const inv = await openInvocation(env);
   try {
     if (controller.cron === TICK_CRON) {

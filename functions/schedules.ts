@@ -1,11 +1,14 @@
 import { Cron } from 'croner';
-import { enqueue, type JsonObject, type Sql } from '../queue/index.ts';
+import { enqueue, type JsonObject, type Queryable, type Sql } from '../queue/index.ts';
 
 /**
  * Cron schedules whose slots must run exactly once. Cloudflare Cron Triggers are at-least-once
  * and may overlap or (rarely) be missed: each slot is enqueued with a unique submit key, so a
  * repeated trigger is a no-op, and the tick backfills the latest slot if its trigger never came.
  */
+/** The per-minute tick's Cron Trigger (wrangler.toml). */
+export const TICK_CRON = '* * * * *';
+
 export interface Schedule {
   name: string;
   cron: string;
@@ -48,13 +51,15 @@ export function latestSlot(schedule: Pick<Schedule, 'cron'>, at: Date): Date | n
   return cron.previousRuns(1, new Date(at.getTime() + 1000))[0] ?? null;
 }
 
-/** Record the schedules (idempotent), so the dead-man check knows since when each exists. */
+/** Record a schedule (idempotent), so the dead-man check knows since when it exists. */
+async function syncSchedule(sql: Queryable, s: Schedule): Promise<void> {
+  await sql`insert into worker.schedules (name, cron, job_type) values (${s.name}, ${s.cron}, ${s.type})
+            on conflict (name) do update set cron = excluded.cron, job_type = excluded.job_type
+            where (worker.schedules.cron, worker.schedules.job_type) is distinct from (excluded.cron, excluded.job_type)`;
+}
+
 export async function syncSchedules(sql: Sql): Promise<void> {
-  for (const s of SCHEDULES) {
-    await sql`insert into worker.schedules (name, cron, job_type) values (${s.name}, ${s.cron}, ${s.type})
-              on conflict (name) do update set cron = excluded.cron, job_type = excluded.job_type
-              where (worker.schedules.cron, worker.schedules.job_type) is distinct from (excluded.cron, excluded.job_type)`;
-  }
+  for (const s of SCHEDULES) await syncSchedule(sql, s);
 }
 
 export interface SlotResult {
@@ -68,6 +73,7 @@ export interface SlotResult {
 /** Enqueue the job of one slot, exactly once however often it is called. */
 export async function enqueueSlot(sql: Sql, schedule: Schedule, slot: Date): Promise<SlotResult> {
   return (await sql.begin(async (tx) => {
+    await syncSchedule(tx, schedule);
     const { job, duplicate } = await enqueue(tx, {
       type: schedule.type,
       payload: schedule.payload(slot),

@@ -2,8 +2,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** Local state of `npm start` (embedded Postgres data, wrangler's local storage, dev secrets). */
+export const DATA_DIR = process.env.STARBASE_DATA_DIR ?? `${PROJECT_ROOT}.data`;
 /** Written by `npm start` while the dev stack runs, so the CLI finds its embedded Postgres. */
-export const DEV_STACK_FILE = `${PROJECT_ROOT}.data/dev-stack.json`;
+export const DEV_STACK_FILE = `${DATA_DIR}/dev-stack.json`;
 
 export interface DevStackInfo {
   databaseUrl: string;

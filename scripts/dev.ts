@@ -1,0 +1,218 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Cron } from 'croner';
+import postgres from 'postgres';
+import { connect } from '../queue/db.ts';
+import { migrate } from '../queue/migrate.ts';
+import { allProviders } from '../sandbox/providers.ts';
+import { startSandbox } from '../sandbox/server.ts';
+import { freePort, startEmbeddedPostgres } from './embedded-postgres.ts';
+import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT } from './lib/cli.ts';
+
+/**
+ * `npm start`: the whole worker locally on embedded defaults — a real Postgres (embedded, data
+ * kept in .data/pg between runs; or DATABASE_URL), migrations, the sandbox providers, `wrangler
+ * dev` (miniflare) with Hyperdrive pointed at the database, and a driver firing the wrangler.toml
+ * crons on their schedule. Ctrl-C stops all of it.
+ */
+const DATA = DATA_DIR;
+mkdirSync(DATA, { recursive: true });
+const port = Number(process.env.PORT ?? 8787);
+const log = (msg: string) => console.log(`[dev] ${msg}`);
+const cleanups: Array<() => Promise<void> | void> = [];
+let stopping = false;
+
+async function stop(code = 0): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    log('stopping…');
+    for (const fn of cleanups.reverse()) await Promise.resolve(fn()).catch((e) => console.error(e));
+  }
+  process.exit(code);
+}
+// embedded-postgres installs exit hooks at import that stop its clusters and exit 128+signal on
+// SIGINT/SIGTERM, racing our own shutdown; this script stops everything itself, in order.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.removeAllListeners(signal);
+process.on('SIGINT', () => void stop(0));
+process.on('SIGTERM', () => void stop(0));
+process.on('SIGHUP', () => void stop(0));
+
+/** A secret made once and kept in .data, so tokens and keys survive restarts. */
+function devSecret(name: string, make: () => string): string {
+  const file = `${DATA}/${name}`;
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const value = make();
+  writeFileSync(file, value, { mode: 0o600 });
+  return value;
+}
+
+try {
+  // 1. Postgres
+  let databaseUrl = process.env.DATABASE_URL;
+  if (!databaseUrl) {
+    log(`starting embedded Postgres (data in ${DATA}/pg)…`);
+    const pg = await startEmbeddedPostgres({ dataDir: `${DATA}/pg`, persistent: true });
+    cleanups.push(() => pg.stop());
+    const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
+    const [exists] = await admin`select 1 from pg_database where datname = 'starbase'`;
+    if (!exists) await admin.unsafe('create database starbase');
+    await admin.end();
+    const u = new URL(pg.url);
+    u.pathname = '/starbase';
+    databaseUrl = u.toString();
+  }
+  const sql = connect(databaseUrl, { max: 1 });
+  const applied = await migrate(sql);
+  await sql.end();
+  log(applied.length ? `migrated: ${applied.join(', ')}` : 'database up to date');
+
+  // 2. The sandbox providers (Depot, DigitalOcean, Stripe)
+  const sandbox = await startSandbox({ port: Number(process.env.SANDBOX_PORT ?? (await freePort())), providers: allProviders() });
+  cleanups.push(() => sandbox.close());
+  log(`sandbox providers on ${sandbox.url}`);
+
+  // 3. wrangler dev
+  const token = devSecret('dev-token', () => `dev_${randomBytes(18).toString('base64url')}`);
+  const vars: Record<string, string> = {
+    ADMIN_TOKEN: token,
+    ...sandboxVars(sandbox.url),
+    SECRETS_KEYRING: devSecret('secrets-keyring', () => JSON.stringify({ current: 'dev1', keys: { dev1: randomBytes(32).toString('base64') } })),
+    ...JSON.parse(process.env.STARBASE_DEV_VARS ?? '{}'),
+  };
+  const wrangler = spawn(
+    process.execPath,
+    [
+      `${PROJECT_ROOT}node_modules/wrangler/bin/wrangler.js`, 'dev', '--port', String(port), '--ip', '127.0.0.1',
+      '--test-scheduled', '--persist-to', `${DATA}/wrangler`, '--show-interactive-dev-session=false', '--log-level', 'warn',
+      ...Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}:${v}`]),
+    ],
+    {
+      cwd: PROJECT_ROOT,
+      detached: true, // its own process group, so Ctrl-C takes workerd down with it
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withPassword(databaseUrl) },
+    },
+  );
+  cleanups.push(() => killGroup(wrangler));
+  wrangler.on('exit', (code) => {
+    if (!stopping) {
+      log(`wrangler dev exited (${code})`);
+      void stop(1);
+    }
+  });
+  const workerUrl = `http://127.0.0.1:${port}`;
+  await waitForHealth(workerUrl);
+
+  // 4. The cron driver: fire each wrangler.toml cron at its minute, like Cron Triggers do.
+  const crons = readCrons();
+  const timer = startCronDriver(workerUrl, crons);
+  cleanups.push(() => clearTimeout(timer.current));
+
+  writeFileSync(DEV_STACK_FILE, JSON.stringify({ databaseUrl, workerUrl, sandboxUrl: sandbox.url, token, pid: process.pid }, null, 2));
+  cleanups.push(() => rmSync(DEV_STACK_FILE, { force: true }));
+
+  console.log(`
+  starbase-worker is running
+
+    API         ${workerUrl}
+    dashboard   ${workerUrl}/
+    dev token   ${token}
+    database    ${databaseUrl.replace(/:[^:@/]+@/, ':***@')}
+    sandbox     ${sandbox.url}
+    crons       ${crons.join('  |  ')}
+
+  try:
+    curl -s -X POST ${workerUrl}/v1/jobs -H 'authorization: Bearer ${token}' \\
+         -H 'content-type: application/json' -d '{"type":"uppercase","payload":{"text":"hi"}}'
+
+  Ctrl-C stops everything.
+`);
+} catch (error) {
+  console.error(error);
+  await stop(1);
+}
+
+/** Hyperdrive's local connection string must carry a password; with trust auth any will do. */
+function withPassword(url: string): string {
+  const u = new URL(url);
+  if (!u.password) u.password = 'unused';
+  if (!u.username) u.username = 'postgres';
+  return u.toString();
+}
+
+function sandboxVars(url: string): Record<string, string> {
+  const u = new URL(url);
+  return {
+    DEPOT_API_URL: url,
+    DEPOT_TOKEN: 'sandbox-depot-token',
+    DEPOT_PROJECT_ID: 'starbase-dev',
+    DIGITALOCEAN_API_URL: url,
+    DIGITALOCEAN_TOKEN: 'sandbox-do-token',
+    STRIPE_SECRET_KEY: 'sk_test_sandbox',
+    STRIPE_API_HOST: u.hostname,
+    STRIPE_API_PORT: u.port,
+    STRIPE_API_PROTOCOL: u.protocol.replace(':', ''),
+    STRIPE_WEBHOOK_SECRET: 'whsec_sandbox_dev',
+  };
+}
+
+function readCrons(): string[] {
+  const toml = readFileSync(`${PROJECT_ROOT}wrangler.toml`, 'utf8');
+  const line = /^crons\s*=\s*\[(.*)\]/m.exec(toml);
+  return line ? [...line[1]!.matchAll(/"([^"]+)"/g)].map((m) => m[1]!) : [];
+}
+
+function startCronDriver(workerUrl: string, crons: string[]): { current: NodeJS.Timeout | undefined } {
+  const handle: { current: NodeJS.Timeout | undefined } = { current: undefined };
+  const schedule = () => {
+    const next = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 60_000);
+    handle.current = setTimeout(async () => {
+      for (const cron of crons) {
+        if (!new Cron(cron, { timezone: 'UTC', paused: true }).match(next)) continue;
+        try {
+          const res = await fetch(`${workerUrl}/__scheduled?cron=${encodeURIComponent(cron)}`);
+          if (!res.ok) log(`cron ${cron}: HTTP ${res.status}`);
+        } catch (error) {
+          log(`cron ${cron}: ${(error as Error).message}`);
+        }
+      }
+      schedule();
+    }, next.getTime() - Date.now());
+  };
+  schedule();
+  return handle;
+}
+
+async function waitForHealth(url: string): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${url}/healthz`);
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`the worker did not become healthy at ${url}/healthz within 2 minutes`);
+}
+
+function killGroup(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.pid === undefined) return resolve();
+    child.once('exit', () => resolve());
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      return resolve();
+    }
+    setTimeout(() => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }, 5000).unref();
+  });
+}
