@@ -58,6 +58,7 @@ interface DoDatabase {
   region: string;
   size: string;
   tags?: string[] | null;
+  created_at?: string;
 }
 
 interface DoConnection {
@@ -79,11 +80,12 @@ interface DoDroplet {
   name: string;
   status: string;
   tags?: string[] | null;
+  created_at?: string;
   networks?: { v4?: { ip_address: string; type: string }[] };
 }
 
 function toDatabase(d: DoDatabase): DatabaseCluster {
-  return { id: d.id, name: d.name, engine: d.engine, status: d.status, region: d.region, size: d.size, tags: d.tags ?? [] };
+  return { id: d.id, name: d.name, engine: d.engine, status: d.status, region: d.region, size: d.size, tags: d.tags ?? [], createdAt: d.created_at ?? null };
 }
 
 function toPool(p: DoPool): ConnectionPool {
@@ -107,6 +109,7 @@ function toDroplet(d: DoDroplet): Droplet {
     tags: d.tags ?? [],
     publicIpv4: v4.find((n) => n.type === 'public')?.ip_address ?? null,
     privateIpv4: v4.find((n) => n.type === 'private')?.ip_address ?? null,
+    createdAt: d.created_at ?? null,
   };
 }
 

@@ -25,6 +25,8 @@ export interface DatabaseCluster {
   region: string;
   size: string;
   tags: string[];
+  /** When the provider created it (ISO 8601), if it says. */
+  createdAt: string | null;
 }
 
 export interface CreateDatabaseInput {
@@ -73,6 +75,8 @@ export interface Droplet {
   tags: string[];
   publicIpv4: string | null;
   privateIpv4: string | null;
+  /** When the provider created it (ISO 8601), if it says. */
+  createdAt: string | null;
 }
 
 export interface CreateDropletInput {

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DigitalOceanCloudProvider, retryAfterMs } from '../../functions/adapters/digitalocean.ts';
+import { cloudInventory } from '../../functions/jobs/provisioning/cloud-inventory.ts';
 import { CloudProviderError, CloudRateLimitError } from '../../functions/ports/cloud-provider.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { createTestSandbox } from '../support/sandbox.ts';
@@ -18,7 +19,7 @@ beforeAll(async () => {
 describe('DigitalOcean adapter against the sandbox', () => {
   it('sends DigitalOcean field names and reads its shapes back', async () => {
     const created = await cloud.createDatabase({ name: 'shape-check', engine: 'pg', version: '17', region: 'ams3', size: 'db-s-1vcpu-1gb', numNodes: 1, tags: ['starbase', 'shape'] });
-    expect(created).toEqual({ id: expect.any(String), name: 'shape-check', engine: 'pg', status: 'creating', region: 'ams3', size: 'db-s-1vcpu-1gb', tags: ['starbase', 'shape'] });
+    expect(created).toEqual({ id: expect.any(String), name: 'shape-check', engine: 'pg', status: 'creating', region: 'ams3', size: 'db-s-1vcpu-1gb', tags: ['starbase', 'shape'], createdAt: expect.any(String) });
     const post = sandbox.calls('digitalocean').find((c) => c.method === 'POST' && c.path === '/v2/databases')!;
     expect(post.body).toEqual({ name: 'shape-check', engine: 'pg', version: '17', region: 'ams3', size: 'db-s-1vcpu-1gb', num_nodes: 1, tags: ['starbase', 'shape'] });
     expect(post.headers).not.toHaveProperty('authorization'); // the sandbox never records credentials
@@ -118,5 +119,24 @@ describe('DigitalOcean adapter against the sandbox', () => {
     expect(res.status).toBe(401);
     expect(await res.json()).toEqual({ id: 'unauthorized', message: 'Unable to authenticate you.' });
     expect(() => new DigitalOceanCloudProvider({ token: '' })).toThrow(/DIGITALOCEAN_TOKEN/);
+  });
+});
+
+describe('cloud inventory for the cleanup sweep', () => {
+  it('lists databases and droplets carrying a tag with their creation times, and deletes each kind', async () => {
+    const inventory = cloudInventory(cloud);
+    const database = await cloud.createDatabase({ name: 'inventory-db', engine: 'pg', region: 'ams3', size: 'db-s-1vcpu-1gb', numNodes: 1, tags: ['starbase', 'inv'] });
+    const droplet = await cloud.createDroplet({ name: 'inventory-node', region: 'ams3', size: 's-1vcpu-1gb', image: 1, userData: '', tags: ['starbase', 'inv'] });
+    await cloud.createDroplet({ name: 'someone-elses', region: 'ams3', size: 's-1vcpu-1gb', image: 1, userData: '', tags: ['other'] });
+    const listed = await inventory.listTagged('inv');
+    expect(listed.map((r) => [r.type, r.id, r.name])).toEqual([
+      ['database', database.id, 'inventory-db'],
+      ['droplet', String(droplet.id), 'inventory-node'],
+    ]);
+    expect(listed.every((r) => r.createdAt instanceof Date && Date.now() - r.createdAt.getTime() < 60_000)).toBe(true);
+    for (const resource of listed) await inventory.delete(resource);
+    for (const resource of listed) await inventory.delete(resource); // gone already: not an error
+    expect(await inventory.listTagged('inv')).toEqual([]);
+    expect((await cloud.listDropletsByTag('other')).map((d) => d.name)).toEqual(['someone-elses']);
   });
 });

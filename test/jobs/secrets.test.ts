@@ -67,14 +67,15 @@ describe('secrets (AES-256-GCM, WebCrypto)', () => {
     const sealed = await encryptSecret(PLAINTEXT, ring, { context: 'service:a:database:db' });
     const ct = fromBase64(sealed.ct);
     ct[0]! ^= 1;
+    const otherKey = await parseKeyRing(`k:${KEY_B}`);
     const attempts = [
-      decryptSecret(sealed, await parseKeyRing(`k:${KEY_B}`), { context: 'service:a:database:db' }),
-      decryptSecret({ ...sealed, ct: toBase64(ct) }, ring, { context: 'service:a:database:db' }),
-      decryptSecret(sealed, ring, { context: 'service:b:database:db' }),
-      decryptSecret(sealed, ring),
+      () => decryptSecret(sealed, otherKey, { context: 'service:a:database:db' }),
+      () => decryptSecret({ ...sealed, ct: toBase64(ct) }, ring, { context: 'service:a:database:db' }),
+      () => decryptSecret(sealed, ring, { context: 'service:b:database:db' }),
+      () => decryptSecret(sealed, ring),
     ];
     for (const attempt of attempts) {
-      const error = await attempt.catch((e: unknown) => e);
+      const error = await attempt().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SecretError);
       expect((error as Error).message).not.toContain('s3cr3t');
     }
