@@ -161,6 +161,10 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
   async function pool(ctx: StepContext<ProvisionDbRequest>) {
     const { payload: p, job, signal } = ctx;
     const databaseId = (ctx.checkpoint as DbCheckpoint).databaseId!;
+    // Checked here, not in the settle effect: an effect that throws fails the settle, which the
+    // engine treats as a crash; a PermanentError fails the job and its compensation runs.
+    const [service] = await ctx.sql`select 1 from platform.services where id = ${p.serviceId}`;
+    if (!service) throw new PermanentError(`service ${p.serviceId} was deleted while its database was provisioned`);
     const poolName = databasePoolName(p.name);
     const existing = await cloud.getConnectionPool(databaseId, poolName, { signal });
     const created =
@@ -180,14 +184,12 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
       updatedAt: now.toISOString(),
     };
     return done({ serviceId: p.serviceId, name: p.name, databaseId, poolName, status: 'online' }, async (tx) => {
-      const updated = await tx`
+      await tx`
         update platform.services
            set desired_state = jsonb_set(desired_state, '{databases}',
                  coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry as never)}::jsonb)),
                updated_at = ${now}
-         where id = ${p.serviceId}
-        returning id`;
-      if (updated.length === 0) throw new Error(`service ${p.serviceId} was deleted while its database was provisioned`);
+         where id = ${p.serviceId}`;
       await tx`update platform.databases set status = 'online', pool_name = ${poolName}, online_at = ${now}, updated_at = ${now} where job_id = ${job.id}`;
     });
   }

@@ -205,6 +205,17 @@ describe('provision_db', () => {
     expect(events.at(-1)).toMatchObject({ kind: 'cancelled', detail: { hookRan: true } });
   });
 
+  it('fails and cleans up when the service is deleted while its database is provisioned', async () => {
+    const req = await request({ name: 'orphaned' });
+    const jobId = await enqueued(req);
+    await tickUntil(runner(), t.clock, jobId, (j) => j.step === 'wait_online');
+    await t.db.sql`delete from platform.services where id = ${req.serviceId}`;
+    const job = await tickUntil(runner(), t.clock, jobId, isTerminal);
+    expect(job.status).toBe('failed');
+    expect(job.lastError).toMatch(/was deleted while its database was provisioned/);
+    expect(await liveDatabasesOf(jobId)).toHaveLength(0);
+  });
+
   it('enqueue checks the service and refuses a second live database of the same name', async () => {
     const req = await request({ name: 'unique' });
     await expect(enqueueProvisionDb(t.db.sql, { ...req, serviceId: 'no-such-service' })).rejects.toMatchObject({ field: 'serviceId' });
