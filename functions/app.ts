@@ -1,5 +1,6 @@
 import { Hono } from 'hono';
 import { admin } from './http/admin.ts';
+import { builds } from './http/builds.ts';
 import type { AppEnv } from './http/context.ts';
 import { errorBody, respondError } from './http/errors.ts';
 import { health } from './http/health.ts';
@@ -42,6 +43,7 @@ export function createApp() {
   app.route('/', health);
   app.route('/', jobs);
   app.route('/', admin);
+  app.route('/', builds);
   app.route('/', metrics);
   app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));
   app.onError((error, c) => respondError(c, error));

@@ -4,6 +4,8 @@ import { drain, openInvocation } from './invocation.ts';
 import { enqueueSlot, latestSlot, scheduleForCron, TICK_CRON } from './schedules.ts';
 import { runTick } from './tick.ts';
 
+export { BuildLogRelay } from './build-log-relay.ts';
+
 const app = createApp();
 
 /**

@@ -1,5 +1,7 @@
 import { LogAlerts, runSteps, type Alerts, type JobRegistry, type RunCounts, type Sql } from '../queue/index.ts';
+import { WebhookAlerts } from './adapters/webhook-alerts.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
+import { scrubText } from './lib/redact.ts';
 import { createRegistry } from './registry.ts';
 import { connectInWorker } from './cloudflare-socket.ts';
 
@@ -16,8 +18,46 @@ export interface Invocation {
   alerts: Alerts;
   /** This invocation's id in locked_by: `<pool>:<random>`. */
   workerId: string;
+  /** One JSON line on stdout, with every secret value of the env scrubbed out. */
   log(line: Record<string, unknown>): void;
+  /** Removes the env's secret values from free text (errors can echo a token). */
+  scrub(text: string): string;
   close(): Promise<void>;
+}
+
+const SECRET_NAME = /(TOKEN|SECRET|PASSWORD|KEYRING|WEBHOOK_URL|API_KEY|PRIVATE_KEY)/i;
+
+/**
+ * The secret values of an env: variables named like a secret, the keys inside the secrets key
+ * ring, and the database connection string with its password. Each is listed raw and as it
+ * appears inside a JSON string, so a scrubbed JSON log line cannot leak an escaped copy.
+ */
+export function envSecrets(env: WorkerEnv): string[] {
+  const values: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (typeof value !== 'string' || !SECRET_NAME.test(name)) continue;
+    values.push(value);
+    if (name === 'SECRETS_KEYRING') {
+      try {
+        const ring = JSON.parse(value) as { keys?: Record<string, unknown> };
+        for (const key of Object.values(ring.keys ?? {})) if (typeof key === 'string') values.push(key);
+      } catch {
+        // a malformed key ring is reported where it is used; the raw value is scrubbed anyway
+      }
+    }
+  }
+  const url = env.HYPERDRIVE?.connectionString;
+  if (url) {
+    values.push(url);
+    try {
+      const password = decodeURIComponent(new URL(url).password);
+      if (password) values.push(password);
+    } catch {
+      // not a URL: scrubbed whole above
+    }
+  }
+  // longest first, so a secret containing another is removed whole
+  return [...new Set([...values, ...values.map((v) => JSON.stringify(v).slice(1, -1))])].sort((a, b) => b.length - a.length);
 }
 
 // Registries are synced to worker.job_types once per isolate and database.
@@ -28,15 +68,22 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   const url = env.HYPERDRIVE.connectionString;
   const sql = connectInWorker(url, { max: 5, applicationName: `starbase-worker ${config.pool}` });
   const registry = createRegistry(env);
-  const log = (line: Record<string, unknown>) => console.log(JSON.stringify(line));
+  const secrets = envSecrets(env);
+  const scrub = (text: string) => scrubText(text, secrets);
+  const log = (line: Record<string, unknown>) => console.log(scrub(JSON.stringify(line)));
+  const webhook = typeof env.ALERT_WEBHOOK_URL === 'string' && env.ALERT_WEBHOOK_URL !== '' ? env.ALERT_WEBHOOK_URL : null;
+  const dashboardUrl = typeof env.DASHBOARD_URL === 'string' && env.DASHBOARD_URL !== '' ? env.DASHBOARD_URL.replace(/\/$/, '') : null;
   const invocation: Invocation = {
     env,
     config,
     sql,
     registry,
-    alerts: new LogAlerts(),
+    alerts: webhook
+      ? new WebhookAlerts({ url: webhook, scrub, ...(dashboardUrl ? { jobLinkBase: `${dashboardUrl}/dashboard/jobs/` } : {}) })
+      : new LogAlerts((line) => console.error(scrub(line))),
     workerId: `${config.pool}:${crypto.randomUUID().slice(0, 8)}`,
     log,
+    scrub,
     async close() {
       // A socket the runtime already tore down makes end() reject; the client is discarded either way.
       await sql.end({ timeout: 1 }).catch(() => {});
@@ -49,18 +96,35 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   return invocation;
 }
 
-/** Claim and run due steps until the budget is spent or nothing is due. */
-export function drain(inv: Invocation, budgetMs: number): Promise<RunCounts> {
-  return runSteps(
-    {
-      sql: inv.sql,
-      registry: inv.registry,
-      workerId: inv.workerId,
-      pool: inv.config.pool,
-      concurrency: inv.config.stepConcurrency,
-      alerts: inv.alerts,
-      log: inv.config.logSteps ? (line) => inv.log({ ...line }) : undefined,
-    },
-    { budgetMs },
-  );
+/**
+ * Claim and run due steps until the budget is spent. When nothing is due but a step of this pool
+ * falls due within the budget (a build's next poll in 2 s), wait for it rather than leave it to
+ * the next tick a minute away.
+ */
+export async function drain(inv: Invocation, budgetMs: number): Promise<RunCounts> {
+  const deadline = Date.now() + budgetMs;
+  const total: RunCounts = { claimed: 0, done: 0, continued: 0, retried: 0, failed: 0, cancelled: 0, lost: 0, released: 0 };
+  for (;;) {
+    const counts = await runSteps(
+      {
+        sql: inv.sql,
+        registry: inv.registry,
+        workerId: inv.workerId,
+        pool: inv.config.pool,
+        concurrency: inv.config.stepConcurrency,
+        alerts: inv.alerts,
+        log: inv.config.logSteps ? (line) => inv.log({ ...line }) : undefined,
+      },
+      { budgetMs: Math.max(0, deadline - Date.now()) },
+    );
+    for (const k of Object.keys(total) as Array<keyof RunCounts>) total[k] += counts[k];
+    const left = deadline - Date.now();
+    if (left <= 0) return total;
+    const [next] = await inv.sql`
+      select greatest(0, extract(epoch from min(run_at) - now()) * 1000)::float8 as due_in_ms
+        from worker.jobs where status = 'queued' and (pool is null or pool = ${inv.config.pool})`;
+    const dueIn = next?.due_in_ms as number | null;
+    if (dueIn === null || dueIn >= left) return total;
+    await new Promise((resolve) => setTimeout(resolve, dueIn + 5));
+  }
 }

@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { defineJobType, done, JobRegistry, sampleJobTypes, type JobType } from '../queue/index.ts';
+import { DepotBuildService } from './adapters/depot.ts';
+import { R2LogArchive } from './adapters/r2-log-archive.ts';
+import { DurableObjectLogRelay } from './build-log-relay.ts';
 import type { WorkerEnv } from './config.ts';
+import { buildJobType } from './jobs/build.ts';
+import { unconfigured } from './lib/unconfigured.ts';
+import type { BuildService } from './ports/build-service.ts';
 
 /**
  * Interim billing_cron and cleanup types: they record their slot and finish, so the cron-slot
@@ -21,8 +27,30 @@ const cleanup = defineJobType({
   },
 });
 
+function text(env: WorkerEnv, name: string): string | undefined {
+  const v = env[name];
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+function buildService(env: WorkerEnv): BuildService {
+  const token = text(env, 'DEPOT_TOKEN');
+  const projectId = text(env, 'DEPOT_PROJECT_ID');
+  if (!token || !projectId) return unconfigured<BuildService>('the Depot build service', 'DEPOT_TOKEN and DEPOT_PROJECT_ID');
+  return new DepotBuildService({ baseUrl: text(env, 'DEPOT_API_URL') ?? 'https://api.depot.dev', token, projectId });
+}
+
 /** The job types this deployment runs, with their adapters built from the invocation's env. */
-export function createRegistry(_env: WorkerEnv): JobRegistry {
-  const types: JobType<any>[] = [...sampleJobTypes, billingCron, cleanup];
+export function createRegistry(env: WorkerEnv): JobRegistry {
+  const types: JobType<any>[] = [
+    ...sampleJobTypes,
+    buildJobType({
+      buildService: buildService(env),
+      logRelay: new DurableObjectLogRelay(env.BUILD_LOG_RELAY),
+      logArchive: new R2LogArchive(env.BUILD_LOGS),
+      pollIntervalMs: Number(text(env, 'BUILD_POLL_INTERVAL_MS') ?? 2000),
+    }),
+    billingCron,
+    cleanup,
+  ];
   return new JobRegistry(types);
 }

@@ -4,7 +4,7 @@ import type { JsonObject } from '../../queue/job.ts';
 import { defineJobType, done, next, type JobType, type StepContext, type StepResult } from '../../queue/registry.ts';
 import { buildRequestKey, type BuildRequest, type BuildService, type LogCursor } from '../ports/build-service.ts';
 import type { LogArchive } from '../ports/log-archive.ts';
-import type { LogRelay } from '../ports/log-relay.ts';
+import type { BuildOutcome, LogRelay } from '../ports/log-relay.ts';
 
 /**
  * The `build` job: submit a service's commit to the build service, follow it to the end while
@@ -110,8 +110,10 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
       case 'succeeded':
         return next('finish', { checkpoint: { ...checkpoint, image_ref: status.imageRef, built_at: ctx.now().toISOString() }, delayMs: 0 });
       case 'failed':
+        await endRelay(ctx, 'failed');
         throw new PermanentError(`build ${buildId} failed: ${status.error}`);
       case 'cancelled':
+        await endRelay(ctx, 'cancelled');
         throw new PermanentError(`build ${buildId} was cancelled at the build service`);
     }
   }
@@ -124,6 +126,7 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
       throw new PermanentError('finish step without image_ref, built_at and depot_build_id in the checkpoint');
     }
     const image = { ref, commitSha: ctx.payload.commitSha, branch: ctx.payload.branch, buildId: ctx.job.id, depotBuildId, builtAt };
+    await endRelay(ctx, 'succeeded');
     const now = ctx.now();
     return done({ serviceId: ctx.payload.serviceId, image }, async (tx) => {
       await tx`
@@ -133,6 +136,11 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
           set desired_state = platform.services.desired_state || jsonb_build_object('image', ${tx.json(image)}::jsonb),
               updated_at = ${now}`;
     });
+  }
+
+  /** Tell live viewers the build ended; best effort, like every relay call (the archive is the record). */
+  async function endRelay(ctx: Ctx, outcome: BuildOutcome): Promise<void> {
+    await logRelay.end?.(ctx.job.id, outcome).catch(() => {});
   }
 
   /** The build this job started, from the checkpoint or (if the id never reached it) by its request key. */
@@ -163,6 +171,7 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
     async onCancel(ctx) {
       const buildId = await startedBuild(ctx);
       if (buildId) await buildService.cancel(buildId, `build job ${ctx.job.id} cancelled: ${ctx.job.cancelReason ?? 'no reason given'}`, { signal: ctx.signal });
+      await endRelay(ctx, 'cancelled');
     },
     // A job that gave up (e.g. the provider stayed unreachable) must not leave its build running.
     async onFailed(ctx) {

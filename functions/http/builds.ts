@@ -1,0 +1,59 @@
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { z } from 'zod';
+import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES } from '../../queue/index.ts';
+import { R2LogArchive } from '../adapters/r2-log-archive.ts';
+import { buildPayload } from '../jobs/build.ts';
+import { requireScope } from './auth.ts';
+import { readJson } from './body.ts';
+import { invocationOf, type AppEnv } from './context.ts';
+import { errorBody, HttpError } from './errors.ts';
+import { jobJson } from './serialize.ts';
+
+/** A second push for the same service and branch inside this window supersedes the first. */
+export const PUSH_DEBOUNCE_MS = 5000;
+
+export const builds = new Hono<AppEnv>();
+
+/** A git push: a `build` job, debounced per service and branch. */
+builds.post(
+  '/v1/pushes',
+  requireScope('enqueue'),
+  bodyLimit({ maxSize: 16 * 1024, onError: (c) => c.json(errorBody('payload_too_large', 'the body is larger than 16384 bytes'), 413) }),
+  async (c) => {
+    const body = await readJson(c, z.strictObject(buildPayload.shape));
+    const inv = await invocationOf(c);
+    const { job, superseded } = await enqueue(inv.sql, {
+      type: 'build',
+      payload: body,
+      dedupeKey: `deploy:${body.serviceId}:${body.branch}`,
+      delayMs: PUSH_DEBOUNCE_MS,
+    });
+    return c.json({ job: jobJson(job), superseded }, 201);
+  },
+);
+
+/**
+ * A build's log (`:id` is the build job's id). While the build runs: a WebSocket upgrade joins
+ * the live relay (JSON messages `{type:'lines', lines:[{seq,text}]}` then `{type:'end'}`), and a
+ * plain GET answers what has been archived so far. After the build: the archive object.
+ */
+builds.get('/v1/builds/:id/logs', requireScope('enqueue', 'admin'), async (c) => {
+  const inv = await invocationOf(c);
+  const found = await getJob(inv.sql, c.req.param('id'));
+  if (!found || found.job.type !== 'build') throw new NotFoundError(`no build ${c.req.param('id')}`);
+  const running = !TERMINAL_STATUSES.includes(found.job.status);
+  if (running && c.req.header('upgrade')?.toLowerCase() === 'websocket') {
+    const relay = c.env.BUILD_LOG_RELAY;
+    return relay.get(relay.idFromName(found.job.id)).fetch(c.req.raw);
+  }
+  if (!running && c.req.header('upgrade')?.toLowerCase() === 'websocket') {
+    throw new HttpError(410, 'build_finished', 'the build has finished: GET this URL without an upgrade for its archived log');
+  }
+  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(found.job.id);
+  return c.body(archived?.text ?? '', 200, {
+    'content-type': 'text/plain; charset=utf-8',
+    'x-build-status': found.job.status,
+    'x-build-last-line': String(archived?.lastSeq ?? 0),
+  });
+});
