@@ -18,7 +18,7 @@ import type { SandboxProvider, SandboxRequest, SandboxResponse } from './server.
  *
  * Control (under /_sandbox/stripe/):
  *   GET  /state                  customers, and invoices with their items
- *   POST /customers              {id?, name?, email?}: a customer without going through the API
+ *   POST /customers              {id?, name?, email?} (or an array): customers without going through the API
  *   POST /faults                 {method?, path, status, count?, afterEffect?} (or an array): the next
  *                                `count` matching calls answer `status`; `afterEffect` executes the
  *                                call first (Stripe acted, the answer was lost)
@@ -199,6 +199,12 @@ export function stripeSandbox(): SandboxProvider {
   const customers = new Map<string, Customer>();
   const invoices = new Map<string, Invoice>();
   const items = new Map<string, InvoiceItem>();
+  // Each invoice's items, in creation order (a month-end run makes tens of thousands of items).
+  const itemsByInvoice = new Map<string, InvoiceItem[]>();
+  const attach = (item: InvoiceItem, invoiceId: string) => {
+    item.invoice = invoiceId;
+    itemsByInvoice.set(invoiceId, [...(itemsByInvoice.get(invoiceId) ?? []), item]);
+  };
   const saved = new Map<string, SavedResponse>();
   let faults: Fault[] = [];
   let webhook: { url: string; secret: string } | null = null;
@@ -254,7 +260,7 @@ export function stripeSandbox(): SandboxProvider {
     taxes: [],
   });
 
-  const itemsOf = (invoiceId: string) => [...items.values()].filter((i) => i.invoice === invoiceId).sort((a, b) => a.seq - b.seq);
+  const itemsOf = (invoiceId: string) => itemsByInvoice.get(invoiceId) ?? [];
 
   const invoiceBody = (inv: Invoice) => {
     const lines = itemsOf(inv.id);
@@ -336,7 +342,7 @@ export function stripeSandbox(): SandboxProvider {
         paid_at: null,
       };
       invoices.set(inv.id, inv);
-      if (behavior === 'include') for (const i of items.values()) if (i.customer === customer && i.invoice === null) i.invoice = inv.id;
+      if (behavior === 'include') for (const i of items.values()) if (i.customer === customer && i.invoice === null) attach(i, inv.id);
       return json(200, invoiceBody(inv));
     }
     if (resource === 'invoices' && id && action === 'finalize') {
@@ -376,12 +382,13 @@ export function stripeSandbox(): SandboxProvider {
         currency,
         customer,
         description: optionalString(params, 'description'),
-        invoice: inv?.id ?? null,
+        invoice: null,
         metadata: metadata(params),
         period: period ? { start: integer(period, 'start', true)!, end: integer(period, 'end', true)! } : { start: now(), end: now() },
         date: now(),
       };
       items.set(item.id, item);
+      if (inv) attach(item, inv.id);
       return json(200, itemBody(item));
     }
     return undefined;
@@ -406,7 +413,8 @@ export function stripeSandbox(): SandboxProvider {
     if (resource === 'invoiceitems' && !id) {
       const invoice = req.query.get('invoice');
       const customer = req.query.get('customer');
-      return list(req, [...items.values()].filter((i) => (!invoice || i.invoice === invoice) && (!customer || i.customer === customer)), itemBody, '/v1/invoiceitems');
+      const candidates = invoice ? itemsOf(invoice) : [...items.values()];
+      return list(req, candidates.filter((i) => !customer || i.customer === customer), itemBody, '/v1/invoiceitems');
     }
     return undefined;
   }
@@ -480,13 +488,16 @@ export function stripeSandbox(): SandboxProvider {
         });
       }
       if (path === '/customers' && req.method === 'POST') {
-        const c = createCustomer({ name: body.name, email: body.email });
-        if (typeof body.id === 'string') {
-          customers.delete(c.id);
-          c.id = body.id;
-          customers.set(c.id, c);
-        }
-        return json(200, customerBody(c));
+        const created = (Array.isArray(body) ? body : [body]).map((spec: Params) => {
+          const c = createCustomer({ name: spec.name, email: spec.email });
+          if (typeof spec.id === 'string') {
+            customers.delete(c.id);
+            c.id = spec.id;
+            customers.set(c.id, c);
+          }
+          return customerBody(c);
+        });
+        return json(200, Array.isArray(body) ? { customers: created } : created[0]);
       }
       if (path === '/faults' && req.method === 'POST') {
         for (const f of (Array.isArray(body) ? body : [body]) as Partial<Fault>[]) {
@@ -530,6 +541,7 @@ export function stripeSandbox(): SandboxProvider {
       customers.clear();
       invoices.clear();
       items.clear();
+      itemsByInvoice.clear();
       saved.clear();
       faults = [];
       webhook = null;

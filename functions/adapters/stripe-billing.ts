@@ -18,6 +18,10 @@ export interface StripeClientConfig {
   secretKey: string;
   /** Where the API is, e.g. the sandbox's `http://127.0.0.1:8788`; Stripe itself when absent. */
   apiBase?: string;
+  /** The same as separate parts (STRIPE_API_HOST / _PORT / _PROTOCOL); each overrides apiBase's. */
+  host?: string;
+  port?: string | number;
+  protocol?: 'http' | 'https';
   /** SDK-level retries of network errors and 409/429/5xx, under the same idempotency key. */
   maxNetworkRetries?: number;
   timeoutMs?: number;
@@ -32,14 +36,25 @@ export function createStripeClient(config: StripeClientConfig): Stripe {
     timeout: config.timeoutMs ?? 20_000,
     telemetry: false,
   };
-  if (config.apiBase) {
-    const url = new URL(config.apiBase);
-    const protocol = url.protocol === 'http:' ? 'http' : 'https';
-    options.protocol = protocol;
-    options.host = url.hostname;
-    options.port = url.port || (protocol === 'http' ? 80 : 443);
+  const base = config.apiBase ? new URL(config.apiBase) : null;
+  const protocol = config.protocol ?? (base ? (base.protocol === 'http:' ? 'http' : 'https') : undefined);
+  const host = config.host ?? base?.hostname;
+  if (host) {
+    options.host = host;
+    options.protocol = protocol ?? 'https';
+    options.port = config.port || base?.port || (options.protocol === 'http' ? 80 : 443);
   }
   return new Stripe(config.secretKey, options);
+}
+
+/** The client the Worker builds from its env (STRIPE_API_* point it at the sandbox under `npm start`). */
+export function stripeClientFromEnv(env: Record<string, unknown>): Stripe | null {
+  const text = (name: string) => (typeof env[name] === 'string' && env[name] !== '' ? (env[name] as string) : undefined);
+  const secretKey = text('STRIPE_SECRET_KEY');
+  if (!secretKey) return null;
+  const protocol = text('STRIPE_API_PROTOCOL');
+  if (protocol !== undefined && protocol !== 'http' && protocol !== 'https') throw new Error(`STRIPE_API_PROTOCOL must be http or https, got ${protocol}`);
+  return createStripeClient({ secretKey, host: text('STRIPE_API_HOST'), port: text('STRIPE_API_PORT'), protocol });
 }
 
 /** Metadata keys on the objects we create: how an operator (and a resumed run) ties them back. */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Queryable } from '../../queue/db.ts';
 import { PermanentError } from '../../queue/errors.ts';
 import type { Json } from '../../queue/job.ts';
-import { defineJobType, done, next, type JobType, type StepContext, type StepResult } from '../../queue/registry.ts';
+import { defineJobType, done, type JobType, type StepContext, type StepResult } from '../../queue/registry.ts';
 import {
   computeInvoice,
   isPeriod,
@@ -17,11 +17,10 @@ import {
 import { billingKeys, BillingRejectedError, type Billing, type ProviderInvoice } from '../ports/billing.ts';
 
 /**
- * invoice_account: one account's invoice for one closed period.
- *
- *   start   compute the lines (billing-calc) and freeze them in platform.invoices (status
- *           draft, or no_charge when there is nothing to bill)
- *   stripe  create the Stripe invoice, one item per line, finalize; store the outcome
+ * invoice_account: one account's invoice for one closed period, in one resumable step:
+ * compute the lines (billing-calc) and freeze them in platform.invoices (status draft, or
+ * no_charge when there is nothing to bill), then create the Stripe invoice, one item per line,
+ * finalize, and store the outcome. A retried step finds the frozen row and carries on from it.
  *
  * Never bills twice: the lines are frozen before anything is sent, every create carries a key
  * derived from (account, period, line) (Stripe replays the first answer for 24 h), and the
@@ -113,35 +112,32 @@ function summary(row: InvoiceRow, extra: Record<string, Json> = {}): Json {
   return { invoiceId: row.id, stripeInvoiceId: row.stripeInvoiceId, status: row.status, totalCents: row.totalCents, lines: row.lines.length, ...extra };
 }
 
-async function computeStep(ctx: StepContext<InvoiceAccountPayload>): Promise<StepResult> {
+/** The account's invoice row for the period: the one already frozen, or computed and frozen now. */
+async function frozenInvoice(ctx: StepContext<InvoiceAccountPayload>): Promise<{ row: InvoiceRow; existed: boolean }> {
   const { sql, payload } = ctx;
   const { accountId, period } = payload;
+  const existing = await readInvoice(sql, accountId, period);
+  if (existing) return { row: existing, existed: true };
   if (ctx.now() < periodBounds(period).end) throw new PermanentError(`period ${period} has not ended yet: its usage is not final`);
   const [account] = await sql`select id, stripe_customer_id from platform.accounts where id = ${accountId}`;
   if (!account) throw new PermanentError(`account ${accountId} does not exist`);
-  const existing = await readInvoice(sql, accountId, period);
-  if (existing) return existing.status === 'draft' ? next('stripe') : done(summary(existing, { alreadyInvoiced: true }));
   const customerId = account.stripe_customer_id as string | null;
   if (!customerId) {
     throw new PermanentError(`account ${accountId} has no Stripe customer (platform.accounts.stripe_customer_id is empty): nothing was sent to Stripe; set the customer id, then retry this job`);
   }
   const computation = await loadInvoiceComputation(sql, accountId, period);
-  const status = computation.lines.length === 0 ? 'no_charge' : 'draft';
   await sql`
     insert into platform.invoices (account_id, period, plan, stripe_customer_id, lines, total_cents, currency, status, job_id, created_at)
     values (${accountId}, ${period}, ${computation.planId}, ${customerId}, ${sql.json(computation.lines as unknown as Json)}, ${computation.totalCents},
-            ${computation.currency}, ${status}, ${ctx.job.id}, ${ctx.now()})
+            ${computation.currency}, ${computation.lines.length === 0 ? 'no_charge' : 'draft'}, ${ctx.job.id}, ${ctx.now()})
     on conflict (account_id, period) do nothing`;
   // Whichever computation reached the table first is the one billed.
-  const row = (await readInvoice(sql, accountId, period))!;
-  return row.status === 'draft' ? next('stripe') : done(summary(row));
+  return { row: (await readInvoice(sql, accountId, period))!, existed: false };
 }
 
-async function stripeStep(ctx: StepContext<InvoiceAccountPayload>, billing: Billing): Promise<StepResult> {
-  const { sql, payload } = ctx;
-  const row = await readInvoice(sql, payload.accountId, payload.period);
-  if (!row) return next('start'); // the row was removed by hand: compute again
-  if (row.status !== 'draft') return done(summary(row, { alreadyInvoiced: true }));
+/** Create the Stripe invoice (or find the one a previous attempt created), add the lines it lacks, finalize. */
+async function submitInvoice(ctx: StepContext<InvoiceAccountPayload>, row: InvoiceRow, billing: Billing): Promise<StepResult> {
+  const { sql } = ctx;
   const customerId = row.stripeCustomerId!;
   const keys = billingKeys(row.accountId, row.period);
   const { start, end } = periodBounds(row.period);
@@ -207,9 +203,9 @@ export function invoiceAccountJob(deps: InvoiceAccountDeps): JobType<InvoiceAcco
     retry: { baseMs: 5_000, maxMs: 10 * 60_000 },
     async run(ctx) {
       try {
-        if (ctx.step === 'start') return await computeStep(ctx);
-        if (ctx.step === 'stripe') return await stripeStep(ctx, deps.billing);
-        throw new PermanentError(`invoice_account has no step "${ctx.step}"`);
+        const { row, existed } = await frozenInvoice(ctx);
+        if (row.status !== 'draft') return done(summary(row, existed ? { alreadyInvoiced: true } : {}));
+        return await submitInvoice(ctx, row, deps.billing);
       } catch (error) {
         if (error instanceof BillingRejectedError) throw new PermanentError(error.message);
         throw error;

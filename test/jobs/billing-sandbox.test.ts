@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createStripeClient } from '../../functions/adapters/stripe-billing.ts';
+import { createStripeClient, stripeClientFromEnv } from '../../functions/adapters/stripe-billing.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { decodeStripeForm } from '../../sandbox/stripe.ts';
 import { createTestSandbox } from '../support/sandbox.ts';
@@ -93,6 +93,14 @@ describe('sandbox Stripe', () => {
     expect(all).toEqual(['c', 'b', 'a']);
     const fetched = await stripe.invoices.retrieve(invoice.id);
     expect(fetched.lines.data.map((l) => l.parent?.invoice_item_details?.invoice_item)).toHaveLength(3);
+  });
+
+  it('is reached by the client the Worker builds from STRIPE_API_HOST / _PORT / _PROTOCOL', async () => {
+    const url = new URL(sandbox.url);
+    const fromEnv = stripeClientFromEnv({ STRIPE_SECRET_KEY: 'sk_test_env', STRIPE_API_HOST: url.hostname, STRIPE_API_PORT: url.port, STRIPE_API_PROTOCOL: 'http' });
+    expect((await fromEnv!.customers.retrieve(customer)).id).toBe(customer);
+    expect(stripeClientFromEnv({})).toBeNull();
+    expect(() => stripeClientFromEnv({ STRIPE_SECRET_KEY: 'sk_x', STRIPE_API_PROTOCOL: 'ftp' })).toThrow(/STRIPE_API_PROTOCOL/);
   });
 
   it('records every call with its idempotency key and never the API key', () => {

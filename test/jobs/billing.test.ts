@@ -283,3 +283,19 @@ describe('month-end billing (golden cases, real SDK against the sandbox Stripe)'
     expect(row).toMatchObject({ status: 'failed', last_error: 'period 2027-01 has not ended yet' });
   });
 });
+
+describe('plan changes (platform.change_plan)', () => {
+  it('schedule the next cycle, and choosing the plan in force again cancels the pending change', async () => {
+    await db.sql`select platform.create_account('acct_planner', 'starter', null, '2026-02-10T00:00:00Z'::timestamptz)`;
+    await db.sql`select platform.change_plan('acct_planner', 'pro', '2026-11-10T00:00:00Z'::timestamptz)`;
+    await db.sql`select platform.change_plan('acct_planner', 'hobby', '2026-11-11T00:00:00Z'::timestamptz)`; // replaces the pending change
+    const schedule = () => db.sql`select from_period, plan from platform.account_plans where account_id = 'acct_planner' order by from_period`;
+    expect(await schedule()).toEqual([
+      { from_period: '2026-02', plan: 'starter' },
+      { from_period: '2026-12', plan: 'hobby' },
+    ]);
+    await db.sql`select platform.change_plan('acct_planner', 'starter', '2026-11-12T00:00:00Z'::timestamptz)`;
+    expect(await schedule()).toEqual([{ from_period: '2026-02', plan: 'starter' }]);
+    await expect(db.sql`select platform.change_plan('acct_nobody', 'pro')`).rejects.toMatchObject({ code: 'SB400' });
+  });
+});
