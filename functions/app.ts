@@ -6,6 +6,7 @@ import { errorBody, respondError } from './http/errors.ts';
 import { health } from './http/health.ts';
 import { jobs } from './http/jobs.ts';
 import { metrics } from './http/metrics.ts';
+import { provisioning } from './http/provisioning.ts';
 import { drain } from './invocation.ts';
 
 /**
@@ -44,6 +45,7 @@ export function createApp() {
   app.route('/', jobs);
   app.route('/', admin);
   app.route('/', builds);
+  app.route('/', provisioning);
   app.route('/', metrics);
   app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));
   app.onError((error, c) => respondError(c, error));

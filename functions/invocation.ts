@@ -67,7 +67,7 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   const config = readConfig(env);
   const url = env.HYPERDRIVE.connectionString;
   const sql = connectInWorker(url, { max: 5, applicationName: `starbase-worker ${config.pool}` });
-  const registry = createRegistry(env);
+  const registry = await createRegistry(env);
   const secrets = envSecrets(env);
   const scrub = (text: string) => scrubText(text, secrets);
   const log = (line: Record<string, unknown>) => console.log(scrub(JSON.stringify(line)));

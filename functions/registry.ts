@@ -5,6 +5,7 @@ import { R2LogArchive } from './adapters/r2-log-archive.ts';
 import { DurableObjectLogRelay } from './build-log-relay.ts';
 import type { WorkerEnv } from './config.ts';
 import { buildJobType } from './jobs/build.ts';
+import { provisioningJobTypes } from './jobs/provisioning/from-env.ts';
 import { unconfigured } from './lib/unconfigured.ts';
 import type { BuildService } from './ports/build-service.ts';
 
@@ -40,7 +41,7 @@ function buildService(env: WorkerEnv): BuildService {
 }
 
 /** The job types this deployment runs, with their adapters built from the invocation's env. */
-export function createRegistry(env: WorkerEnv): JobRegistry {
+export async function createRegistry(env: WorkerEnv): Promise<JobRegistry> {
   const types: JobType<any>[] = [
     ...sampleJobTypes,
     buildJobType({
@@ -49,6 +50,15 @@ export function createRegistry(env: WorkerEnv): JobRegistry {
       logArchive: new R2LogArchive(env.BUILD_LOGS),
       pollIntervalMs: Number(text(env, 'BUILD_POLL_INTERVAL_MS') ?? 2000),
     }),
+    ...(await provisioningJobTypes({
+      DIGITALOCEAN_TOKEN: text(env, 'DIGITALOCEAN_TOKEN'),
+      DIGITALOCEAN_API_URL: text(env, 'DIGITALOCEAN_API_URL'),
+      ENCRYPTION_KEYS: text(env, 'ENCRYPTION_KEYS'),
+      TALOS_IMAGE: text(env, 'TALOS_IMAGE'),
+      DIGITALOCEAN_VPC_UUID: text(env, 'DIGITALOCEAN_VPC_UUID'),
+      KUBERNETES_VERSION_URL: text(env, 'KUBERNETES_VERSION_URL'),
+      PROVISION_POLL_INTERVAL_MS: text(env, 'PROVISION_POLL_INTERVAL_MS'),
+    })),
     billingCron,
     cleanup,
   ];

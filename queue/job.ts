@@ -49,11 +49,15 @@ export interface JobEvent {
 
 type Row = Record<string, unknown>;
 
+/** run_at of a job parked until resumed ('infinity' in Postgres). */
+export const PARKED_MS = 8.64e15;
+
 function date(value: unknown): Date | null {
   if (value === null || value === undefined) return null;
-  if (value instanceof Date) return value;
-  // Postgres renders 'infinity' for a parked job; JSON gives it as a string.
-  if (value === 'infinity') return new Date(8.64e15);
+  // A parked job's run_at is 'infinity': postgres.js gives it as an invalid Date, JSON as a
+  // string; both become the latest representable time.
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? new Date(PARKED_MS) : value;
+  if (value === 'infinity') return new Date(PARKED_MS);
   return new Date(String(value));
 }
 

@@ -4,6 +4,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { Cron } from 'croner';
 import postgres from 'postgres';
 import { connect } from '../queue/db.ts';
+import { storeTalosMachineConfigs } from '../functions/jobs/provisioning/talos.ts';
+import { parseKeyRing } from '../functions/lib/secrets.ts';
 import { migrate } from '../queue/migrate.ts';
 import { allProviders } from '../sandbox/providers.ts';
 import { startSandbox } from '../sandbox/server.ts';
@@ -74,10 +76,16 @@ try {
 
   // 3. wrangler dev
   const token = devSecret('dev-token', () => `dev_${randomBytes(18).toString('base64url')}`);
+  const encryptionKeys = devSecret('encryption-keys', () => `dev1:${randomBytes(32).toString('base64')}`);
+  await seedDevData(databaseUrl, encryptionKeys);
   const vars: Record<string, string> = {
     ADMIN_TOKEN: token,
     ...sandboxVars(sandbox.url),
-    SECRETS_KEYRING: devSecret('secrets-keyring', () => JSON.stringify({ current: 'dev1', keys: { dev1: randomBytes(32).toString('base64') } })),
+    ENCRYPTION_KEYS: encryptionKeys,
+    TALOS_IMAGE: 'talos-sandbox',
+    // the sandbox brings resources up after a few polls: poll every 2 s so a demo takes seconds
+    PROVISION_POLL_INTERVAL_MS: '2000',
+    KUBERNETES_VERSION_URL: `${sandbox.url}/kube/{endpoint}/version`,
     ...JSON.parse(process.env.STARBASE_DEV_VARS ?? '{}'),
   };
   const wrangler = spawn(
@@ -139,6 +147,25 @@ function withPassword(url: string): string {
   if (!u.password) u.password = 'unused';
   if (!u.username) u.username = 'postgres';
   return u.toString();
+}
+
+/**
+ * Demo data for the local stack: Talos machine configs (placeholders the sandbox accepts: a real
+ * deployment stores `talosctl gen config` output with `npm run talos:store`) and a demo service,
+ * so every job type can be tried with curl at once. Idempotent.
+ */
+async function seedDevData(databaseUrl: string, encryptionKeys: string): Promise<void> {
+  const sql = connect(databaseUrl, { max: 1 });
+  try {
+    const [stored] = await sql`select 1 from platform.sealed_secrets where name = 'talos_machine_configs'`;
+    if (!stored) {
+      const demo = (type: string) => `version: v1alpha1\nmachine:\n  type: ${type}\n  token: sandbox-join-token\ncluster:\n  clusterName: demo\n`;
+      await storeTalosMachineConfigs(sql, { controlplane: demo('controlplane'), worker: demo('worker') }, await parseKeyRing(encryptionKeys));
+    }
+    await sql`insert into platform.services (id, account_id) values ('svc-demo', 'acct-demo') on conflict do nothing`;
+  } finally {
+    await sql.end();
+  }
 }
 
 function sandboxVars(url: string): Record<string, string> {

@@ -1,4 +1,4 @@
-import type { Job, JobEvent } from '../../queue/index.ts';
+import { PARKED_MS, type Job, type JobEvent } from '../../queue/index.ts';
 import { redactSecrets } from '../lib/redact.ts';
 
 /** A job as the API shows it: camelCase, secrets redacted, the lease token withheld. */
@@ -9,7 +9,7 @@ export function jobJson(job: Job) {
     status: job.status,
     payload: redactSecrets(job.payload),
     priority: job.priority,
-    runAt: job.runAt.getTime() >= 8.64e15 ? null : job.runAt.toISOString(),
+    runAt: job.runAt.getTime() >= PARKED_MS ? null : job.runAt.toISOString(),
     attempts: job.attempts,
     maxAttempts: job.maxAttempts,
     lockedUntil: job.lockedUntil?.toISOString() ?? null,

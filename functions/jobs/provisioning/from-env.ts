@@ -8,6 +8,7 @@
  *   DIGITALOCEAN_VPC_UUID  optional: the VPC cluster droplets join
  *   KUBERNETES_VERSION_URL optional: where a cluster's /version is probed, `{endpoint}` replaced by
  *                          the first control plane's address; default https://{endpoint}:6443/version
+ *   PROVISION_POLL_INTERVAL_MS optional: between polls of resources being created
  *
  * The Talos machine configs are not env: they are sealed in platform.sealed_secrets
  * (storeTalosMachineConfigs) and opened with ENCRYPTION_KEYS when a cluster step needs them.
@@ -31,6 +32,8 @@ export interface ProvisioningEnv {
   TALOS_IMAGE?: string;
   DIGITALOCEAN_VPC_UUID?: string;
   KUBERNETES_VERSION_URL?: string;
+  /** Between polls of a resource being created (default 15 s for databases, 10 s for droplets). */
+  PROVISION_POLL_INTERVAL_MS?: string;
 }
 
 function unconfigured(type: string, payload: typeof provisionDbRequest | typeof provisionClusterRequest, missing: string[]): JobType<any> {
@@ -51,7 +54,8 @@ export async function provisioningJobTypes(env: ProvisioningEnv): Promise<JobTyp
   }
   const keyRing = await parseKeyRing(env.ENCRYPTION_KEYS);
   const cloud = new DigitalOceanCloudProvider({ token: env.DIGITALOCEAN_TOKEN!, baseUrl: env.DIGITALOCEAN_API_URL || undefined });
-  const db = provisionDbJobType({ cloud, keyRing });
+  const pollIntervalMs = env.PROVISION_POLL_INTERVAL_MS ? Number(env.PROVISION_POLL_INTERVAL_MS) : undefined;
+  const db = provisionDbJobType({ cloud, keyRing, pollIntervalMs });
   if (!env.TALOS_IMAGE) return [db, unconfigured(PROVISION_CLUSTER, provisionClusterRequest, missingCluster)];
   const urlTemplate = env.KUBERNETES_VERSION_URL;
   const cluster = provisionClusterJobType({
@@ -60,6 +64,8 @@ export async function provisioningJobTypes(env: ProvisioningEnv): Promise<JobTyp
     machineConfigs: (sql) => loadTalosMachineConfigs(sql, keyRing),
     talosImage: /^\d+$/.test(env.TALOS_IMAGE) ? Number(env.TALOS_IMAGE) : env.TALOS_IMAGE,
     vpcUuid: env.DIGITALOCEAN_VPC_UUID || undefined,
+    pollIntervalMs,
+    probeIntervalMs: pollIntervalMs,
   });
   return [db, cluster];
 }
