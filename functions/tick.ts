@@ -4,6 +4,9 @@ import {
 import { drain, type Invocation } from './invocation.ts';
 import { backfillSlots, checkSchedules, syncSchedules } from './schedules.ts';
 
+/** Leader churn: more acquisitions of the lease than this within the window opens an alert. */
+export const LEADER_CHURN = { maxChanges: 3, windowMs: 3_600_000 };
+
 export interface TickResult {
   leader: LeaderLease;
   /** Null on a follower: maintenance runs on the leader only. */
@@ -32,8 +35,15 @@ export async function runTick(inv: Invocation, now: Date): Promise<TickResult> {
         failedRetentionMs: config.failedRetentionMs,
         eventRetentionMs: config.eventRetentionMs,
       }),
+      leaderChurn: (await sql`select * from worker.check_leader_churn(${LEADER_CHURN.maxChanges}, ${LEADER_CHURN.windowMs})`)[0],
+      eventsRolledUp: (await sql`select worker.rollup_job_events() as n`)[0]!.n,
     };
-    maintenance.alertsSent = await deliverPendingAlerts(sql, inv.alerts);
+    await sql`select worker.record_depth_snapshot(${now})`;
+    // A webhook that is down must not stop the tick from draining: the alerts stay pending.
+    maintenance.alertsSent = await deliverPendingAlerts(sql, inv.alerts).catch((error: Error) => {
+      inv.log({ level: 'error', msg: 'alert delivery failed', error: error.message });
+      return 0;
+    });
   }
   const steps = await drain(inv, config.tickBudgetMs);
   return { leader, maintenance, steps };
