@@ -2,9 +2,9 @@ import { deliverPendingAlerts, type Alerts } from './alerts.ts';
 import { claimJobs } from './claim.ts';
 import type { Sql } from './db.ts';
 import { PermanentError } from './errors.ts';
-import type { Job } from './job.ts';
+import type { Job, Json } from './job.ts';
 import { backoffMs, type JobRegistry, type JobType, type StepContext } from './registry.ts';
-import { completeJob, continueJob, failJob, heartbeat, releaseOwnLease, retryJob, settleCancelled } from './settle.ts';
+import { completeJob, completeJobs, continueJob, failJob, heartbeat, releaseOwnLease, retryJob, settleCancelled } from './settle.ts';
 
 export interface StepLogLine {
   at: string;
@@ -64,6 +64,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   const onAbort = () => setTimeout(() => shutdown.abort(new Error('runner shutting down')), options.graceMs ?? ABORT_GRACE_DEFAULT_MS).unref?.();
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const inflight = new Set<Promise<void>>();
+  const completions = new CompletionBatcher(runner.sql, runner.clock);
   let alertsPending = false;
 
   const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs;
@@ -75,7 +76,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
         claimed = await claimJobs(runner.sql, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.() });
         counts.claimed += claimed.length;
         for (const job of claimed) {
-          const p: Promise<void> = runStep(runner, job, shutdown.signal).then((outcome) => {
+          const p: Promise<void> = runStep(runner, job, shutdown.signal, completions).then((outcome) => {
             counts[outcome]++;
             if (outcome === 'failed') alertsPending = true;
           }).finally(() => inflight.delete(p));
@@ -85,6 +86,9 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
       if (claimed.length === free && free > 0) continue;
       if (inflight.size > 0) {
         await Promise.race(inflight);
+        // Steps settled together (one completion batch) finish in the same tick: let them all
+        // leave `inflight` before refilling, so the next claim is one batch, not a trickle of ones.
+        await new Promise((resolve) => setTimeout(resolve, 0));
       } else if (options.idleWaitMs !== undefined) {
         await sleep(options.idleWaitMs, options.signal);
       } else {
@@ -112,13 +116,61 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * Group commit for plain completions: steps that end `done` (without a SettleEffect) hand their
+ * result here, and every completion that arrives before the next flush is written by one
+ * completeJobs statement. One flush at a time; completions arriving meanwhile wait for the next,
+ * so batches grow with load and a lone job waits only one timer tick.
+ */
+export class CompletionBatcher {
+  private pending: { job: Job; result: Json | undefined; settle: (fenced: boolean) => void; fail: (error: unknown) => void }[] = [];
+  private flushing = false;
+  private scheduled = false;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly clock?: () => Date,
+    private readonly maxBatch = 1000,
+  ) {}
+
+  /** Resolves true when the fence held (the job is done), false when the lease was lost. */
+  complete(job: Job, result: Json | undefined): Promise<boolean> {
+    return new Promise((settle, fail) => {
+      this.pending.push({ job, result, settle, fail });
+      if (!this.flushing && !this.scheduled) {
+        this.scheduled = true;
+        // One macrotask later: the other steps of the same claim finish in between and join the batch.
+        setTimeout(() => void this.flush(), 0);
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.scheduled = false;
+    this.flushing = true;
+    try {
+      while (this.pending.length > 0) {
+        const batch = this.pending.splice(0, this.maxBatch);
+        try {
+          const settled = await completeJobs(this.sql, batch, { now: this.clock?.() });
+          for (const p of batch) p.settle(settled.has(p.job.id));
+        } catch (error) {
+          for (const p of batch) p.fail(error);
+        }
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+}
+
 function errorText(error: unknown): string {
   const text = error instanceof Error ? error.message || error.name : String(error);
   return text.slice(0, 2000);
 }
 
 /** Run one claimed job's step and settle it. Never throws: a settle failure is logged and the lease left to expire. */
-export async function runStep(runner: Runner, job: Job, shutdown: AbortSignal): Promise<StepOutcome> {
+export async function runStep(runner: Runner, job: Job, shutdown: AbortSignal, completions?: CompletionBatcher): Promise<StepOutcome> {
   const started = Date.now();
   const { sql } = runner;
   const now = () => runner.clock?.() ?? new Date();
@@ -166,7 +218,7 @@ export async function runStep(runner: Runner, job: Job, shutdown: AbortSignal): 
         error = `invalid payload: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`;
         outcome = (await failJob(sql, job, error, { now: pinned() })) ? 'failed' : 'lost';
       } else {
-        outcome = await execute(runner, definition, ctx(definition, parsed.data), job, () => leaseLost, (e) => (error = e));
+        outcome = await execute(runner, definition, ctx(definition, parsed.data), job, () => leaseLost, (e) => (error = e), completions);
       }
     }
   } catch (settleError) {
@@ -197,6 +249,7 @@ async function execute(
   job: Job,
   leaseLost: () => boolean,
   setError: (e: string) => void,
+  completions?: CompletionBatcher,
 ): Promise<StepOutcome> {
   const { sql } = runner;
   const pinned = () => runner.clock?.();
@@ -208,6 +261,7 @@ async function execute(
     const result = await definition.run(ctx);
     if (leaseLost()) return 'lost';
     if (result.outcome === 'done') {
+      if (!result.effect && completions) return (await completions.complete(job, result.result)) ? 'done' : 'lost';
       return (await completeJob(sql, job, result.result, { now: pinned(), effect: result.effect })) ? 'done' : 'lost';
     }
     return (await continueJob(sql, job, result, { now: pinned(), effect: result.effect })) ? 'continued' : 'lost';

@@ -1,0 +1,179 @@
+import { claimJobs } from '../queue/claim.ts';
+import { connect, type Sql } from '../queue/db.ts';
+import { migrate } from '../queue/migrate.ts';
+import { runSteps } from '../queue/runner.ts';
+import { completeJob } from '../queue/settle.ts';
+import type { BenchArgs } from './args.ts';
+import { machine, writeResults } from './report.ts';
+import type { BenchServer } from './server.ts';
+import { median, percentile } from './stats.ts';
+import { NOOP_TYPE, noopRegistry } from './systems/engine.ts';
+import { loopsFor } from './systems/types.ts';
+
+/** Sequential claims timed per scenario (each of `batch` jobs, settled untimed). */
+const CLAIM_SAMPLES = 100;
+/** Jobs drained by the runners per measurement. */
+const DRAIN_JOBS = 20_000;
+const LOAD_CHUNK = 100_000;
+
+interface ScaleMeasurement {
+  claimP50Ms: number;
+  claimP99Ms: number;
+  jobsPerSec: number;
+}
+
+/** Queue `n` due jobs (with their enqueued events) in one statement. */
+async function queueJobs(sql: Sql, n: number): Promise<void> {
+  await sql`
+    with ins as (
+      insert into worker.jobs (type, payload, run_at, created_at)
+      select ${NOOP_TYPE}, '{}'::jsonb, now() - interval '1 minute', now() - interval '1 minute'
+        from generate_series(1, ${n}::int)
+      returning id, created_at, run_at)
+    insert into worker.job_events (job_id, at, kind, detail)
+    select id, created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', run_at) from ins`;
+}
+
+/**
+ * The history a busy deployment retains: `n` jobs finished over the last six days (inside the
+ * default 7-day retention), each with its enqueued, claimed and done events, written in time order.
+ */
+async function loadFinished(sql: Sql, n: number): Promise<void> {
+  for (let from = 0; from < n; from += LOAD_CHUNK) {
+    const to = Math.min(n, from + LOAD_CHUNK);
+    await sql`
+      with ins as (
+        insert into worker.jobs (type, payload, status, run_at, attempts, locked_by, lease_token, result,
+                                 created_at, started_at, claimed_at, finished_at)
+        select ${NOOP_TYPE}, '{}'::jsonb, 'done', ts, 1, 'loader', gen_random_uuid(), 'null'::jsonb,
+               ts, ts + interval '1 ms', ts + interval '1 ms', ts + interval '5 ms'
+          from (select now() - interval '6 days' + g * (interval '6 days' / ${n}::int) as ts
+                  from generate_series(${from + 1}::int, ${to}::int) g) x
+        returning id, created_at, lease_token)
+      insert into worker.job_events (job_id, at, kind, detail)
+      select i.id, i.created_at + e.off, e.kind, e.detail
+        from ins i
+       cross join (values (0, interval '0', 'enqueued', '{"batch": true}'::jsonb),
+                          (1, interval '1 ms', 'claimed', '{"owner": "loader", "attempt": 1}'::jsonb),
+                          (2, interval '5 ms', 'done', '{"attempt": 1}'::jsonb)) e(ord, off, kind, detail)
+       order by i.created_at, e.ord`;
+    process.stdout.write(`\r  loading finished jobs: ${to.toLocaleString('en-US')} / ${n.toLocaleString('en-US')}`);
+  }
+  process.stdout.write('\n');
+}
+
+/** Claim latency (one claimer, sequential) and runner jobs/s over `DRAIN_JOBS` jobs. */
+async function measure(url: string, args: BenchArgs): Promise<ScaleMeasurement> {
+  const { settings } = args;
+  const probe = connect(url, { max: 1, applicationName: 'bench-scale-probe' });
+  const timings: number[] = [];
+  try {
+    for (let i = 0; i < CLAIM_SAMPLES; i++) {
+      const started = performance.now();
+      const jobs = await claimJobs(probe, { workerId: 'probe', limit: settings.batch });
+      timings.push(performance.now() - started);
+      await Promise.all(jobs.map((job) => completeJob(probe, job, null)));
+    }
+  } finally {
+    await probe.end({ timeout: 5 });
+  }
+  const workers = connect(url, { max: settings.connections, applicationName: 'bench-scale' });
+  try {
+    const registry = noopRegistry(() => {});
+    const { loops, perLoop } = loopsFor(settings);
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: loops }, (_, i) =>
+        runSteps({ sql: workers, registry, workerId: `scale-${i}`, concurrency: perLoop }, { maxJobs: Math.ceil(DRAIN_JOBS / loops) }),
+      ),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    return {
+      claimP50Ms: percentile(timings, 50),
+      claimP99Ms: percentile(timings, 99),
+      jobsPerSec: (Math.ceil(DRAIN_JOBS / loops) * loops) / seconds,
+    };
+  } finally {
+    await workers.end({ timeout: 5 });
+  }
+}
+
+async function prepare(url: string): Promise<Sql> {
+  const sql = connect(url, { max: 1, applicationName: 'bench-scale-loader' });
+  await migrate(sql);
+  await noopRegistry(() => {}).sync(sql);
+  return sql;
+}
+
+const perRun = (args: BenchArgs) => CLAIM_SAMPLES * args.settings.batch + DRAIN_JOBS + args.settings.concurrency;
+
+/**
+ * Claim latency and jobs/s with an empty table vs. one holding `scaleFinished` finished and
+ * `scaleQueued` queued jobs with their events. Both are vacuumed and analyzed once after loading
+ * (the state autovacuum keeps a live table in); autovacuum then runs as configured.
+ */
+export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promise<void> {
+  const need = perRun(args);
+  if (args.scaleQueued < need * args.runs) throw new Error(`--scale-queued must be at least ${need * args.runs} for ${args.runs} runs`);
+  const empty: ScaleMeasurement[] = [];
+  for (let run = 1; run <= args.runs; run++) {
+    const db = await server.freshDatabase('scale_empty');
+    const sql = await prepare(db.url);
+    try {
+      await queueJobs(sql, need);
+      await sql`vacuum analyze`;
+      const m = await measure(db.url, args);
+      empty.push(m);
+      console.log(`  empty run ${run}: claim p50 ${m.claimP50Ms.toFixed(2)} ms, p99 ${m.claimP99Ms.toFixed(2)} ms, ${Math.round(m.jobsPerSec)} jobs/s`);
+    } finally {
+      await sql.end({ timeout: 5 });
+      await db.drop();
+    }
+  }
+  const loaded: ScaleMeasurement[] = [];
+  const db = await server.freshDatabase('scale_loaded');
+  const sql = await prepare(db.url);
+  let sizes: Record<string, string> = {};
+  try {
+    const t0 = performance.now();
+    await loadFinished(sql, args.scaleFinished);
+    await queueJobs(sql, args.scaleQueued);
+    await sql`vacuum analyze`;
+    console.log(`  loaded ${args.scaleFinished} finished + ${args.scaleQueued} queued jobs in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    for (let run = 1; run <= args.runs; run++) {
+      const m = await measure(db.url, args);
+      loaded.push(m);
+      console.log(`  loaded run ${run}: claim p50 ${m.claimP50Ms.toFixed(2)} ms, p99 ${m.claimP99Ms.toFixed(2)} ms, ${Math.round(m.jobsPerSec)} jobs/s`);
+    }
+    const rows = await sql`
+      select c.relname as name, pg_size_pretty(pg_total_relation_size(c.oid)) as size
+        from pg_class c join pg_namespace n on n.oid = c.relnamespace
+       where n.nspname = 'worker' and c.relname in ('jobs', 'job_events')`;
+    sizes = Object.fromEntries(rows.map((r) => [r.name as string, r.size as string]));
+    const counts = await sql`select status, count(*)::int as n from worker.jobs group by status order by status`;
+    console.log(`  loaded table: ${counts.map((r) => `${r.n} ${r.status}`).join(', ')}; sizes ${JSON.stringify(sizes)}`);
+  } finally {
+    await sql.end({ timeout: 5 });
+    await db.drop();
+  }
+  const summary = (ms: ScaleMeasurement[]) => ({
+    claimP50Ms: median(ms.map((m) => m.claimP50Ms)),
+    claimP99Ms: median(ms.map((m) => m.claimP99Ms)),
+    jobsPerSec: median(ms.map((m) => m.jobsPerSec)),
+  });
+  const e = summary(empty);
+  const l = summary(loaded);
+  const ratios = {
+    claimP50: l.claimP50Ms / e.claimP50Ms,
+    claimP99: l.claimP99Ms / e.claimP99Ms,
+    jobsPerSec: e.jobsPerSec / l.jobsPerSec,
+  };
+  console.log(`
+scenario                          claim p50 ms  claim p99 ms  jobs/s
+empty table                       ${e.claimP50Ms.toFixed(2).padStart(12)}  ${e.claimP99Ms.toFixed(2).padStart(12)}  ${Math.round(e.jobsPerSec).toString().padStart(6)}
+${`${args.scaleFinished} finished + ${args.scaleQueued} queued`.padEnd(32)}  ${l.claimP50Ms.toFixed(2).padStart(12)}  ${l.claimP99Ms.toFixed(2).padStart(12)}  ${Math.round(l.jobsPerSec).toString().padStart(6)}
+ratio (loaded / empty; target <= 1.5): claim p50 ${ratios.claimP50.toFixed(2)}, claim p99 ${ratios.claimP99.toFixed(2)}, jobs/s ${ratios.jobsPerSec.toFixed(2)}
+`);
+  writeResults(args.out, { scale: { at: new Date().toISOString(), machine: machine(), args, empty, loaded, sizes, summary: { empty: e, loaded: l, ratios } } });
+  console.log(`wrote the scale section of ${args.out}`);
+}

@@ -1,0 +1,82 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+import { startEmbeddedPostgres } from '../scripts/embedded-postgres.ts';
+import { postmasterPid } from './cpu.ts';
+
+/** The one Postgres server every system runs against, and a fresh database per run. */
+export interface BenchServer {
+  adminUrl: string;
+  embedded: boolean;
+  /** The server's postmaster when it runs on this host (for CPU accounting), else null. */
+  postmaster: number | null;
+  /** A new empty database; dropped by the returned `drop`. */
+  freshDatabase(label: string): Promise<{ url: string; drop(): Promise<void> }>;
+  describe(): Promise<ServerDescription>;
+  close(): Promise<void>;
+}
+
+export interface ServerDescription {
+  version: string;
+  settings: Record<string, string>;
+}
+
+/** The settings that move queue throughput; printed with every result. */
+const REPORTED_SETTINGS = [
+  'max_connections', 'shared_buffers', 'work_mem', 'fsync', 'synchronous_commit', 'wal_level', 'full_page_writes',
+  'max_wal_size', 'checkpoint_timeout', 'autovacuum', 'autovacuum_naptime', 'autovacuum_vacuum_scale_factor',
+  'autovacuum_vacuum_insert_scale_factor', 'jit', 'random_page_cost', 'effective_cache_size',
+];
+
+/**
+ * DATABASE_URL when set (an admin connection that may create databases); otherwise an embedded
+ * Postgres in a temp folder with its stock settings (durable: fsync and synchronous_commit on),
+ * removed on close.
+ */
+export async function openServer(): Promise<BenchServer> {
+  let adminUrl = process.env.DATABASE_URL;
+  let stop = async () => {};
+  const embedded = !adminUrl;
+  if (!adminUrl) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'starbase-bench-pg-'));
+    const pg = await startEmbeddedPostgres({ dataDir, persistent: true });
+    adminUrl = pg.url;
+    stop = async () => {
+      await pg.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    };
+  }
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const postmaster = await postmasterPid(admin);
+  let counter = 0;
+  return {
+    adminUrl,
+    embedded,
+    postmaster,
+    async freshDatabase(label) {
+      const name = `bench_${process.pid}_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${++counter}`;
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.unsafe(`create database ${name} template template0`);
+      const url = new URL(adminUrl);
+      url.pathname = `/${name}`;
+      return {
+        url: url.toString(),
+        drop: async () => {
+          await admin.unsafe(`drop database if exists ${name} with (force)`);
+        },
+      };
+    },
+    async describe() {
+      const [v] = await admin`select version() as v`;
+      const rows = await admin`select name, setting, unit from pg_settings where name = any(${REPORTED_SETTINGS})`;
+      const settings: Record<string, string> = {};
+      for (const r of rows) settings[r.name as string] = `${r.setting as string}${r.unit ? ` ${r.unit as string}` : ''}`;
+      return { version: String(v!.v), settings };
+    },
+    async close() {
+      await admin.end({ timeout: 5 });
+      await stop();
+    },
+  };
+}

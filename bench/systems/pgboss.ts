@@ -1,0 +1,74 @@
+import { PgBoss } from 'pg-boss';
+import { loopsFor, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
+
+const QUEUE = 'noop';
+const BULK_CHUNK = 5_000;
+
+/**
+ * pg-boss with batching on: `localConcurrency` workers each fetching `batchSize` jobs and
+ * completing the batch in one statement, fetching again at once while batches come back full
+ * (burstWhenBatchFull), and woken by LISTEN/NOTIFY (useListenNotify + a notify queue). Cron and
+ * maintenance are off, as they are for every system in the bench.
+ */
+export function pgBossSystem(version: string): BenchSystem {
+  const options = (url: string, max: number) => ({
+    connectionString: url,
+    max,
+    schedule: false,
+    supervise: false,
+    useListenNotify: true,
+    application_name: 'bench-pgboss',
+  });
+  const work = (s: BenchSettings) => {
+    const { loops, perLoop } = loopsFor(s);
+    return {
+      localConcurrency: loops,
+      batchSize: perLoop,
+      burstWhenBatchFull: true,
+      pollingIntervalSeconds: Math.max(0.5, s.idlePollMs / 1000),
+    };
+  };
+  return {
+    name: 'pg-boss',
+    version,
+    describe: (s) => {
+      const w = work(s);
+      return `localConcurrency ${w.localConcurrency} × batchSize ${w.batchSize}, burstWhenBatchFull, max ${s.connections}, ` +
+        `useListenNotify + queue notify, pollingIntervalSeconds ${w.pollingIntervalSeconds}`;
+    },
+    async install(url, settings) {
+      const boss = new PgBoss(options(url, settings.connections));
+      boss.on('error', (e) => console.error('pg-boss error:', e));
+      await boss.start();
+      await boss.createQueue(QUEUE, { notify: true });
+      let producer: PgBoss | undefined;
+      const instance: SystemInstance = {
+        unsettledSql: `select count(*)::int as n from pgboss.job where state <> 'completed'`,
+        async enqueueBulk(n) {
+          for (let i = 0; i < n; i += BULK_CHUNK) {
+            const size = Math.min(BULK_CHUNK, n - i);
+            await boss.insert(QUEUE, Array.from({ length: size }, () => ({ data: {} })));
+          }
+        },
+        async openProducer() {
+          const p = (producer = new PgBoss({ ...options(url, 2), migrate: false, application_name: 'bench-producer' }));
+          p.on('error', (e) => console.error('pg-boss producer error:', e));
+          await p.start();
+          return async (payload) => {
+            await p.send(QUEUE, payload as object);
+          };
+        },
+        async startWorkers(onJob) {
+          await boss.work(QUEUE, work(settings), async (jobs) => {
+            for (const job of jobs) onJob(job.data as NoopPayload);
+          });
+        },
+        async close() {
+          await boss.stop({ graceful: true, timeout: 10_000 });
+          await producer?.stop({ graceful: true, timeout: 10_000 });
+        },
+      };
+      return instance;
+    },
+  };
+}

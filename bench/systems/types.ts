@@ -1,0 +1,53 @@
+/** What every benchmarked queue implements, so burn-down and steady treat them alike. */
+
+export interface BenchSettings {
+  /** Database connections the system's workers may hold (the producer in steady mode has its own). */
+  connections: number;
+  /** Jobs in flight at once, across all of the system's workers. */
+  concurrency: number;
+  /** Jobs claimed per fetch by one worker loop, where the system lets a loop claim a batch. */
+  batch: number;
+  /** How often an idle worker looks for new work, where the system polls (ms). */
+  idlePollMs: number;
+}
+
+/** A no-op job's payload: in steady mode, when it was enqueued (performance.now() of this process). */
+export interface NoopPayload {
+  t?: number;
+}
+
+export interface BenchSystem {
+  /** Short name used in the table and results.json. */
+  name: string;
+  /** Package version (or a description for the floor). */
+  version: string;
+  /** How the system is configured, for the report. */
+  describe(settings: BenchSettings): string;
+  /** Install the system's schema into an empty database. Untimed. */
+  install(url: string, settings: BenchSettings): Promise<SystemInstance>;
+}
+
+export interface SystemInstance {
+  /** Pre-queue `n` no-op jobs the fastest way the system offers. Untimed. */
+  enqueueBulk(n: number): Promise<void>;
+  /**
+   * Open the producer (steady mode): its own connections, apart from the workers' pool. The
+   * function it returns enqueues one job the way an application does.
+   */
+  openProducer(): Promise<(payload: NoopPayload) => Promise<void>>;
+  /** Start the workers; `onJob` runs as each job's handler starts. */
+  startWorkers(onJob: (payload: NoopPayload) => void): Promise<void>;
+  /** SQL counting jobs not yet settled (completed) in the database. */
+  unsettledSql: string;
+  /** Stop the workers (waiting for in-flight work) and close every connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * For systems built from independent claim loops (a loop claims a batch, runs it, settles it):
+ * enough loops to hold `concurrency` jobs in batches of `batch`, at most one per connection.
+ */
+export function loopsFor(s: BenchSettings): { loops: number; perLoop: number } {
+  const loops = Math.max(1, Math.min(s.connections, Math.ceil(s.concurrency / s.batch)));
+  return { loops, perLoop: Math.max(1, Math.floor(s.concurrency / loops)) };
+}
