@@ -23,7 +23,7 @@ export async function openPostgresSocket(options: PostgresSocketOptions): Promis
   const socket = Object.assign(new EventEmitter(), {
     readyState: 'open' as 'open' | 'closed',
     write(data: Uint8Array, callback?: () => void): boolean {
-      writer.write(data).then(() => callback?.(), settle);
+      writer.write(data).then(() => callback?.(), (error) => settle(unreachable(error)));
       return true;
     },
     end(data?: Uint8Array): void {
@@ -45,8 +45,12 @@ export async function openPostgresSocket(options: PostgresSocketOptions): Promis
     socket.emit('close', Boolean(error));
   }
 
-  raw.closed.then(() => settle(), settle);
-  await raw.opened;
+  raw.closed.then(() => settle(), (error) => settle(unreachable(error)));
+  try {
+    await raw.opened;
+  } catch (error) {
+    throw unreachable(error);
+  }
   void (async () => {
     try {
       for (;;) {
@@ -56,10 +60,19 @@ export async function openPostgresSocket(options: PostgresSocketOptions): Promis
       }
       settle();
     } catch (error) {
-      settle(error);
+      settle(unreachable(error));
     }
   })();
   return socket;
+}
+
+/**
+ * The runtime's socket errors carry no code ("proxy request failed, cannot connect to the
+ * specified address", "Network connection lost"): give them one, so the API can answer 503.
+ */
+function unreachable(error: unknown): Error {
+  const message = error instanceof Error ? error.message : String(error);
+  return Object.assign(new Error(`database connection failed: ${message}`), { code: 'DATABASE_UNREACHABLE' });
 }
 
 /** A postgres.js client for use inside the Worker, on the socket above. */

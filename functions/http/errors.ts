@@ -22,6 +22,20 @@ export function zodField(error: z.ZodError): { field: string | undefined; messag
   return { field: field ?? (issue.code === 'unrecognized_keys' ? issue.keys[0] : undefined), message: field ? `${field}: ${message}` : message };
 }
 
+// postgres.js connection codes, socket errnos (Node, and the Worker's socket in
+// ../cloudflare-socket.ts), and SQLSTATEs for a lost or refused connection.
+const UNAVAILABLE_CODES = new Set([
+  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', 'DATABASE_UNREACHABLE',
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EPIPE',
+  '57P01', '57P02', '57P03', '53300',
+]);
+
+/** The database could not be reached or dropped the connection: a 503 the client may retry, not a 500. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code));
+}
+
 export function toHttpError(error: unknown): HttpError | null {
   if (error instanceof HttpError) return error;
   if (error instanceof ValidationError) return new HttpError(400, 'invalid_input', error.message, error.field);
@@ -31,11 +45,13 @@ export function toHttpError(error: unknown): HttpError | null {
     const { field, message } = zodField(error);
     return new HttpError(400, 'invalid_input', message, field);
   }
+  if (isDatabaseUnavailable(error)) return new HttpError(503, 'database_unavailable', 'the database is unavailable; try again shortly');
   return null;
 }
 
 export function respondError(c: Context, error: unknown) {
   const known = toHttpError(error);
+  if (known?.status === 503) c.header('Retry-After', '5');
   if (known) return c.json(errorBody(known.code, known.message, known.field), known.status);
   console.error(JSON.stringify({ level: 'error', msg: 'unhandled error', error: (error as Error)?.message ?? String(error) }));
   return c.json(errorBody('internal', 'internal error'), 500);

@@ -8,6 +8,7 @@ import {
   connect, defineJobType, done, enqueue, enqueueBatch, getJob, JobRegistry, next, runSteps, sampleJobTypes, type Sql, type StepLogLine,
 } from '../../queue/index.ts';
 import { migrate } from '../../queue/migrate.ts';
+import { countdown } from '../../queue/samples.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../scripts/embedded-postgres.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { checkHistory } from '../support/history.ts';
@@ -160,7 +161,7 @@ describe('a connection cut mid-transaction', () => {
     // the step runs, then its checkpoint (one fenced UPDATE … INSERT event) waits on our lock of the row, and is cut there
     let release: Promise<{ release(): Promise<void> }> | undefined;
     const slow = defineJobType({
-      ...sampleJobTypes.find((t) => t.type === 'countdown')!,
+      ...countdown,
       async run(ctx) {
         release = holdRowLock(db.sql, (tx) => tx`select 1 from worker.jobs where id = ${ctx.job.id} for update`);
         await release;
