@@ -1,4 +1,5 @@
 import { Hono } from 'hono';
+import { dashboard } from './dashboard/index.tsx';
 import { admin } from './http/admin.ts';
 import { builds } from './http/builds.ts';
 import type { AppEnv } from './http/context.ts';
@@ -7,6 +8,7 @@ import { health } from './http/health.ts';
 import { jobs } from './http/jobs.ts';
 import { metrics } from './http/metrics.ts';
 import { provisioning } from './http/provisioning.ts';
+import { webhooks } from './http/webhooks.ts';
 import { drain } from './invocation.ts';
 
 /**
@@ -46,7 +48,9 @@ export function createApp() {
   app.route('/', admin);
   app.route('/', builds);
   app.route('/', provisioning);
+  app.route('/', webhooks);
   app.route('/', metrics);
+  app.route('/', dashboard);
   app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));
   app.onError((error, c) => respondError(c, error));
   return app;

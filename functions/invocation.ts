@@ -67,7 +67,7 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   const config = readConfig(env);
   const url = env.HYPERDRIVE.connectionString;
   const sql = connectInWorker(url, { max: 5, applicationName: `starbase-worker ${config.pool}` });
-  const registry = await createRegistry(env);
+  const registry = await createRegistry(env, sql);
   const secrets = envSecrets(env);
   const scrub = (text: string) => scrubText(text, secrets);
   const log = (line: Record<string, unknown>) => console.log(scrub(JSON.stringify(line)));
@@ -121,10 +121,13 @@ export async function drain(inv: Invocation, budgetMs: number): Promise<RunCount
     const left = deadline - Date.now();
     if (left <= 0) return total;
     const [next] = await inv.sql`
-      select greatest(0, extract(epoch from min(run_at) - now()) * 1000)::float8 as due_in_ms
+      -- null when nothing is queued (greatest() would turn the null into 0)
+      select (extract(epoch from min(run_at) - now()) * 1000)::float8 as due_in_ms
         from worker.jobs where status = 'queued' and (pool is null or pool = ${inv.config.pool})`;
     const dueIn = next?.due_in_ms as number | null;
     if (dueIn === null || dueIn >= left) return total;
-    await new Promise((resolve) => setTimeout(resolve, dueIn + 5));
+    // due now yet nothing was claimed: blocked (behind its dedupe key, at a limit), not waiting for time
+    if (dueIn <= 0 && counts.claimed === 0) return total;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, dueIn) + 5));
   }
 }

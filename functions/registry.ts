@@ -1,32 +1,20 @@
-import { z } from 'zod';
-import { defineJobType, done, JobRegistry, sampleJobTypes, type JobType } from '../queue/index.ts';
+import { JobRegistry, sampleJobTypes, type JobType, type Sql } from '../queue/index.ts';
 import { DepotBuildService } from './adapters/depot.ts';
+import { DigitalOceanCloudProvider } from './adapters/digitalocean.ts';
+import { R2AccountLogObjects } from './adapters/r2-account-logs.ts';
+import { stripeClientFromEnv, StripeBilling } from './adapters/stripe-billing.ts';
 import { R2LogArchive } from './adapters/r2-log-archive.ts';
 import { DurableObjectLogRelay } from './build-log-relay.ts';
 import type { WorkerEnv } from './config.ts';
+import { billingCronJob } from './jobs/billing-cron.ts';
 import { buildJobType } from './jobs/build.ts';
+import { cleanupJob, type CloudInventory } from './jobs/cleanup.ts';
+import { invoiceAccountJob } from './jobs/invoice-account.ts';
+import { cloudInventory } from './jobs/provisioning/cloud-inventory.ts';
 import { provisioningJobTypes } from './jobs/provisioning/from-env.ts';
 import { unconfigured } from './lib/unconfigured.ts';
+import type { Billing } from './ports/billing.ts';
 import type { BuildService } from './ports/build-service.ts';
-
-/**
- * Interim billing_cron and cleanup types: they record their slot and finish, so the cron-slot
- * mechanics run end to end; the billing issue replaces them with the real jobs.
- */
-const billingCron = defineJobType({
-  type: 'billing_cron',
-  payload: z.object({ period: z.string().regex(/^\d{4}-\d{2}$/) }),
-  async run({ payload }) {
-    return done({ period: payload.period, invoices: 0 });
-  },
-});
-const cleanup = defineJobType({
-  type: 'cleanup',
-  payload: z.object({ dryRun: z.boolean().optional() }),
-  async run() {
-    return done({ swept: 0 });
-  },
-});
 
 function text(env: WorkerEnv, name: string): string | undefined {
   const v = env[name];
@@ -41,7 +29,20 @@ function buildService(env: WorkerEnv): BuildService {
 }
 
 /** The job types this deployment runs, with their adapters built from the invocation's env. */
-export async function createRegistry(env: WorkerEnv): Promise<JobRegistry> {
+function billing(env: WorkerEnv): Billing {
+  const stripe = stripeClientFromEnv(env);
+  return stripe ? new StripeBilling(stripe) : unconfigured<Billing>('Stripe billing', 'STRIPE_SECRET_KEY');
+}
+
+function inventory(env: WorkerEnv): CloudInventory {
+  const token = text(env, 'DIGITALOCEAN_TOKEN');
+  // A deployment with no cloud provider configured has created no cloud resources, so there is
+  // nothing of ours to find; the other sweeps still run.
+  if (!token) return { listTagged: async () => [], delete: unconfigured<CloudInventory>('the DigitalOcean inventory', 'DIGITALOCEAN_TOKEN').delete };
+  return cloudInventory(new DigitalOceanCloudProvider({ token, baseUrl: text(env, 'DIGITALOCEAN_API_URL') }));
+}
+
+export async function createRegistry(env: WorkerEnv, sql: Sql): Promise<JobRegistry> {
   const types: JobType<any>[] = [
     ...sampleJobTypes,
     buildJobType({
@@ -59,8 +60,9 @@ export async function createRegistry(env: WorkerEnv): Promise<JobRegistry> {
       KUBERNETES_VERSION_URL: text(env, 'KUBERNETES_VERSION_URL'),
       PROVISION_POLL_INTERVAL_MS: text(env, 'PROVISION_POLL_INTERVAL_MS'),
     })),
-    billingCron,
-    cleanup,
+    billingCronJob(),
+    invoiceAccountJob({ billing: billing(env) }),
+    cleanupJob({ inventory: inventory(env), logs: new R2AccountLogObjects(sql, env.BUILD_LOGS) }),
   ];
   return new JobRegistry(types);
 }

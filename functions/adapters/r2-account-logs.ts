@@ -1,0 +1,32 @@
+import type { Queryable } from '../../queue/db.ts';
+import type { AccountLogObjects } from '../jobs/cleanup.ts';
+import { archiveKey } from './r2-log-archive.ts';
+
+/** The slice of the R2 binding this needs, declared structurally (see LogBucket). */
+export interface DeletableBucket {
+  delete(keys: string | string[]): Promise<void>;
+}
+
+/**
+ * An account's build-log objects in R2. Archive keys are per build (`builds/<buildJobId>.log`), so
+ * the account's builds are found through its services' build jobs. A build job already pruned
+ * from worker.jobs (7 days after it finished, by default) can no longer be tied to its account:
+ * its object stays until a bucket lifecycle rule expires it — set one (e.g. 90 days on `builds/`).
+ */
+export class R2AccountLogObjects implements AccountLogObjects {
+  constructor(private readonly sql: Queryable, private readonly bucket: DeletableBucket) {}
+
+  async list(accountId: string, limit: number): Promise<string[]> {
+    const rows = await this.sql`
+      select j.id from worker.jobs j
+       where j.type = 'build'
+         and j.payload->>'serviceId' in (select s.id from platform.services s where s.account_id = ${accountId})
+       order by j.created_at
+       limit ${limit}`;
+    return rows.map((r) => archiveKey(r.id as string));
+  }
+
+  async delete(keys: string[]): Promise<void> {
+    if (keys.length > 0) await this.bucket.delete(keys);
+  }
+}
