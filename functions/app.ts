@@ -25,7 +25,8 @@ export function createApp() {
     } finally {
       const opened = c.get('invocation');
       if (opened) {
-        const kick = c.get('kick') === true && c.res.status < 300;
+        // 3xx too: a dashboard action answers with a redirect back to its page
+        const kick = c.get('kick') === true && c.res.status < 400;
         c.executionCtx.waitUntil(
           (async () => {
             const inv = await opened.catch(() => null);

@@ -1,0 +1,93 @@
+import type { FC } from 'hono/jsx';
+import type { DepthPoint } from './queries.ts';
+
+/** Small pieces shared by the dashboard's pages. */
+
+export const STATUS_COLOURS: Record<string, string> = {
+  queued: '#2563eb',
+  running: '#d97706',
+  done: '#16a34a',
+  failed: '#dc2626',
+  cancelled: '#6b7280',
+  oom_killed: '#7c3aed',
+};
+
+export const StatusBadge: FC<{ status: string }> = ({ status }) => (
+  <span class={`status status-${status}`} data-status={status}>
+    {status}
+  </span>
+);
+
+/** 42s, 17m, 3h05m, 2d4h: an age at a glance. */
+export function age(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172_800) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86_400)}d${Math.floor((s % 86_400) / 3600)}h`;
+}
+
+/** UTC, to the second: `2026-11-30 22:45:01Z`. */
+export function time(d: Date | null | undefined): string {
+  if (!d) return '–';
+  if (d.getTime() >= 8.64e15) return 'never (parked)';
+  return d.toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, 'Z');
+}
+
+export const Time: FC<{ at: Date | null | undefined; now?: Date }> = ({ at, now }) =>
+  at ? (
+    <time datetime={at.toISOString()} title={time(at)}>
+      {now ? (at.getTime() <= now.getTime() ? `${age(now.getTime() - at.getTime())} ago` : `in ${age(at.getTime() - now.getTime())}`) : time(at)}
+    </time>
+  ) : (
+    <span class="muted">–</span>
+  );
+
+/** Pretty JSON, with the env's secret values scrubbed: redaction by key name misses a secret under an innocent key. */
+export const Json: FC<{ value: unknown; scrub: (text: string) => string }> = ({ value, scrub }) =>
+  value === null || value === undefined ? <span class="muted">none</span> : <pre class="json">{scrub(JSON.stringify(value, null, 2))}</pre>;
+
+const SERIES = [
+  { key: 'queued', label: 'queued', colour: STATUS_COLOURS.queued },
+  { key: 'due', label: 'due (waiting)', colour: '#0891b2' },
+  { key: 'running', label: 'running', colour: STATUS_COLOURS.running },
+] as const;
+
+/** Queue depth over time as an inline SVG (no script): one line per series, from the tick's snapshots. */
+export const DepthChart: FC<{ points: DepthPoint[]; windowMs: number; now: Date }> = ({ points, windowMs, now }) => {
+  if (points.length === 0) {
+    return <p class="muted">No snapshots yet: the leader's tick records the queue depth once a minute.</p>;
+  }
+  const [w, h, left, bottom, top] = [720, 180, 40, 22, 8];
+  const end = now.getTime();
+  const start = end - windowMs;
+  const max = Math.max(1, ...points.flatMap((p) => [p.queued, p.due, p.running]));
+  const x = (at: Date) => left + ((at.getTime() - start) / windowMs) * (w - left - 4);
+  const y = (v: number) => top + (1 - v / max) * (h - top - bottom);
+  const last = points[points.length - 1]!;
+  return (
+    <figure class="chart">
+      <svg viewBox={`0 0 ${w} ${h}`} role="img" aria-label={`queue depth: ${last.queued} queued, ${last.due} due, ${last.running} running`}>
+        <line x1={left} y1={y(0)} x2={w - 4} y2={y(0)} class="axis" />
+        <line x1={left} y1={y(max)} x2={w - 4} y2={y(max)} class="grid" />
+        <text x={left - 6} y={y(max) + 4} class="tick" text-anchor="end">{max}</text>
+        <text x={left - 6} y={y(0) + 4} class="tick" text-anchor="end">0</text>
+        <text x={left} y={h - 4} class="tick">{time(new Date(start))}</text>
+        <text x={w - 4} y={h - 4} class="tick" text-anchor="end">{time(now)}</text>
+        {SERIES.map((s) => (
+          <>
+            <polyline fill="none" stroke={s.colour} stroke-width="2" points={points.map((p) => `${x(p.at).toFixed(1)},${y(p[s.key]).toFixed(1)}`).join(' ')} />
+            <circle cx={x(last.at).toFixed(1)} cy={y(last[s.key]).toFixed(1)} r="3" fill={s.colour} />
+          </>
+        ))}
+      </svg>
+      <figcaption>
+        {SERIES.map((s) => (
+          <span class="legend">
+            <i style={`background:${s.colour}`} /> {s.label} {last[s.key]}
+          </span>
+        ))}
+      </figcaption>
+    </figure>
+  );
+};

@@ -1,0 +1,165 @@
+import { Hono, type Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import {
+  cancelJob, failJobPermanently, getJob, JOB_STATUSES, readLeaderLease, requeueJob, runningJobs, type JobStatus,
+} from '../../queue/index.ts';
+import { scopesOf } from '../http/auth.ts';
+import { invocationOf } from '../http/context.ts';
+import { HttpError, toHttpError } from '../http/errors.ts';
+import { SECURITY_HEADERS } from './layout.tsx';
+import { ErrorPage, JobPage, LoginPage, noticeFor, OverviewPage } from './pages.tsx';
+import { countsByStatus, depthSince, jobTypes, openAlerts, recentJobs, resolveAlert } from './queries.ts';
+import {
+  clearSessionCookie, createSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf, setSessionCookie, type DashboardEnv,
+} from './session.ts';
+
+/**
+ * The operator dashboard, server-rendered with hono/jsx and no scripts: `GET /` and everything
+ * under `/dashboard/` (so it never shadows an API route). Pages reload themselves every 10 s
+ * for live numbers; actions are plain form posts (session + same origin + CSRF token) answered
+ * with a redirect back to the page.
+ */
+export const dashboard = new Hono<DashboardEnv>();
+
+const DEPTH_WINDOW_MS = 6 * 3_600_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+dashboard.use('/', async (c, next) => {
+  await next();
+  for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
+});
+dashboard.use('/dashboard/*', async (c, next) => {
+  await next();
+  for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
+});
+dashboard.use('/dashboard/*', bodyLimit({ maxSize: 16 * 1024, onError: (c) => c.html(<ErrorPage status={413} message="the form is larger than 16384 bytes" />, 413) }));
+
+dashboard.onError((error, c) => {
+  const known = toHttpError(error);
+  if (!known) {
+    console.error(JSON.stringify({ level: 'error', msg: 'dashboard error', error: (error as Error)?.message ?? String(error) }));
+  }
+  const status = known?.status ?? 500;
+  for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
+  return c.html(<ErrorPage status={status} message={known?.message ?? 'internal error'} />, status);
+});
+
+async function lease(c: Context<DashboardEnv>) {
+  return readLeaderLease((await invocationOf(c)).sql);
+}
+
+dashboard.get('/dashboard/login', async (c) => c.html(<LoginPage next={safeNext(c.req.query('next'))} />));
+
+dashboard.post('/dashboard/login', async (c) => {
+  if (!sameOrigin(c)) throw new HttpError(403, 'forbidden', 'log in from the dashboard itself');
+  const form = await c.req.parseBody();
+  const next = safeNext(typeof form.next === 'string' ? form.next : undefined);
+  const token = typeof form.token === 'string' ? form.token.trim() : '';
+  const scopes = await scopesOf(c.env, `Bearer ${token}`);
+  if (!scopes?.includes('admin')) {
+    return c.html(<LoginPage next={next} error="That is not the admin token." />, 401);
+  }
+  const { cookie } = await createSession(c.env);
+  setSessionCookie(c, cookie);
+  return c.redirect(next, 303);
+});
+
+dashboard.post('/dashboard/logout', requireAction(), async (c) => {
+  clearSessionCookie(c);
+  return c.redirect('/dashboard/login', 303);
+});
+
+dashboard.get('/', requireSession(), async (c) => {
+  const inv = await invocationOf(c);
+  const status = c.req.query('status');
+  const type = c.req.query('type');
+  const filter = {
+    status: JOB_STATUSES.includes(status as JobStatus) ? (status as JobStatus) : undefined,
+    type: type && /^[a-z][a-z0-9_]{0,62}$/.test(type) ? type : undefined,
+  };
+  const [counts, depth, running, recent, types, leaseRow, alerts, [clock]] = await Promise.all([
+    countsByStatus(inv.sql),
+    depthSince(inv.sql, DEPTH_WINDOW_MS),
+    runningJobs(inv.sql),
+    recentJobs(inv.sql, { ...filter, limit: 25 }),
+    jobTypes(inv.sql),
+    readLeaderLease(inv.sql),
+    openAlerts(inv.sql),
+    inv.sql`select now() as now`,
+  ]);
+  return c.html(
+    <OverviewPage
+      now={clock!.now as Date}
+      csrf={sessionOf(c).csrf}
+      counts={counts}
+      depth={depth}
+      depthWindowMs={DEPTH_WINDOW_MS}
+      running={running}
+      stuckMs={inv.config.stuckJobMs}
+      recent={recent}
+      filter={filter}
+      types={types}
+      lease={leaseRow}
+      alerts={alerts}
+      scrub={inv.scrub}
+      notice={c.req.query('done') === 'resolved' ? 'Alert resolved.' : undefined}
+    />,
+  );
+});
+
+async function renderJob(c: Context<DashboardEnv>, id: string, message: { notice?: string; error?: string } = {}, status: 200 | 409 = 200) {
+  const inv = await invocationOf(c);
+  const found = UUID.test(id) ? await getJob(inv.sql, id) : null;
+  if (!found) throw new HttpError(404, 'not_found', `no job ${id}`);
+  const [clock] = await inv.sql`select now() as now`;
+  return c.html(
+    <JobPage now={clock!.now as Date} csrf={sessionOf(c).csrf} lease={await lease(c)} job={found.job} events={found.events} scrub={inv.scrub} {...message} />,
+    status,
+  );
+}
+
+dashboard.get('/dashboard/jobs/:id', requireSession(), (c) => renderJob(c, c.req.param('id'), { notice: noticeFor(c.req.query('done')) }));
+
+/** Runs a manual operation; a 409 (not allowed from this status) re-renders the page with the reason. */
+async function jobAction(c: Context<DashboardEnv>, name: string, act: () => Promise<unknown>) {
+  const id = c.req.param('id')!;
+  try {
+    await act();
+  } catch (error) {
+    const known = toHttpError(error);
+    if (known && (known.status === 409 || known.status === 400)) return renderJob(c, id, { error: known.message }, 409);
+    throw error;
+  }
+  return c.redirect(`/dashboard/jobs/${id}?done=${name}`, 303);
+}
+
+dashboard.post('/dashboard/jobs/:id/cancel', requireAction(), async (c) => {
+  const inv = await invocationOf(c);
+  return jobAction(c, 'cancel', async () => {
+    const job = await cancelJob(inv.sql, c.req.param('id'), 'cancelled from the dashboard');
+    c.set('kick', job.status !== 'cancelled'); // a started job runs its cancel hook on the next claim
+  });
+});
+
+dashboard.post('/dashboard/jobs/:id/retry', requireAction(), async (c) => {
+  const inv = await invocationOf(c);
+  return jobAction(c, 'retry', async () => {
+    await requeueJob(inv.sql, c.req.param('id'));
+    c.set('kick', true);
+  });
+});
+
+dashboard.post('/dashboard/jobs/:id/fail', requireAction(), async (c) => {
+  const inv = await invocationOf(c);
+  const form = await c.req.parseBody();
+  const reason = typeof form.reason === 'string' ? form.reason.trim().slice(0, 1000) : '';
+  return jobAction(c, 'fail', () => failJobPermanently(inv.sql, c.req.param('id'), reason));
+});
+
+dashboard.post('/dashboard/alerts/:id/resolve', requireAction(), async (c) => {
+  const id = Number(c.req.param('id'));
+  if (!Number.isSafeInteger(id) || id < 1) throw new HttpError(404, 'not_found', `no alert ${c.req.param('id')}`);
+  const inv = await invocationOf(c);
+  await resolveAlert(inv.sql, id);
+  return c.redirect('/?done=resolved', 303);
+});

@@ -1,0 +1,230 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { dashboard } from '../../functions/dashboard/index.tsx';
+import { createSession, readSession, SESSION_TTL_MS } from '../../functions/dashboard/session.ts';
+import { createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
+
+const CANARY = 'canary-digitalocean-token-e41a';
+const ORIGIN = 'http://worker.test';
+const TICK = '* * * * *';
+
+let h: WorkerHarness;
+let cookie = '';
+let csrf = '';
+beforeAll(async () => {
+  h = await createWorkerHarness({ CANARY_API_TOKEN: CANARY } as never);
+});
+
+/** A browser-like request: the session cookie (unless `cookie: null`) and our Origin on posts. */
+async function page(path: string, init: { method?: string; form?: Record<string, string>; origin?: string | null; cookie?: string | null } = {}) {
+  const headers: Record<string, string> = {};
+  const jar = init.cookie === undefined ? cookie : init.cookie;
+  if (jar) headers.cookie = `__Host-starbase_session=${jar}`;
+  if (init.form) headers['content-type'] = 'application/x-www-form-urlencoded';
+  if (init.method === 'POST' && init.origin !== null) headers.origin = init.origin ?? ORIGIN;
+  const res = await h.request(path, { method: init.method ?? 'GET', token: null, headers, body: init.form ? new URLSearchParams(init.form).toString() : undefined });
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+const post = (path: string, form: Record<string, string> = {}, init: { origin?: string | null; cookie?: string | null } = {}) =>
+  page(path, { method: 'POST', form: { _csrf: csrf, ...form }, ...init });
+
+async function login(token: string = TOKENS.admin) {
+  return page('/dashboard/login', { method: 'POST', form: { token, next: '/' }, cookie: null });
+}
+
+async function enqueueQueued(type: string, payload: Record<string, unknown> = {}): Promise<string> {
+  const [row] = await h.sql`select id from worker.enqueue_job(type => ${type}, payload => ${h.sql.json(payload as never)}, run_at => now() + interval '1 hour')`;
+  return row!.id as string;
+}
+
+const statusOf = async (id: string) => (await h.sql`select status from worker.jobs where id = ${id}`)[0]!.status as string;
+
+describe('logging in', () => {
+  it('sends a visitor without a session to the login form, and back after', async () => {
+    const res = await page('/?status=failed', { cookie: null });
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/dashboard/login?next=%2F%3Fstatus%3Dfailed');
+    const form = await page('/dashboard/login?next=%2F%3Fstatus%3Dfailed', { cookie: null });
+    expect(form.status).toBe(200);
+    expect(form.text).toContain('<form class="login" method="post" action="/dashboard/login">');
+    expect(form.text).toContain('name="next" value="/?status=failed"');
+    expect(form.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(form.headers.get('x-frame-options')).toBe('DENY');
+  });
+
+  it('refuses a wrong token, a token without the admin scope, and a post from another origin', async () => {
+    for (const token of ['nope', TOKENS.enqueue, TOKENS.metrics]) {
+      const res = await login(token);
+      expect(res.status).toBe(401);
+      expect(res.text).toContain('That is not the admin token.');
+      expect(res.headers.get('set-cookie')).toBeNull();
+    }
+    const cross = await page('/dashboard/login', { method: 'POST', form: { token: TOKENS.admin }, cookie: null, origin: 'https://evil.example' });
+    expect(cross.status).toBe(403);
+    expect(cross.headers.get('set-cookie')).toBeNull();
+    const noOrigin = await page('/dashboard/login', { method: 'POST', form: { token: TOKENS.admin }, cookie: null, origin: null });
+    expect(noOrigin.status).toBe(403);
+  });
+
+  it('sets a signed, HttpOnly, Secure, SameSite=Strict cookie that is not the token, and never sends a visitor elsewhere', async () => {
+    const res = await login();
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/');
+    const setCookie = res.headers.get('set-cookie')!;
+    expect(setCookie).toMatch(/^__Host-starbase_session=v1\.\d+\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
+    expect(setCookie).not.toContain(TOKENS.admin);
+    cookie = /^__Host-starbase_session=([^;]+)/.exec(setCookie)![1]!;
+    const offsite = await page('/dashboard/login', { method: 'POST', form: { token: TOKENS.admin, next: '//evil.example/x' }, cookie: null });
+    expect(offsite.headers.get('location')).toBe('/');
+  });
+
+  it('refuses a tampered or expired session, and every session once the admin token is rotated', async () => {
+    const [body, mac] = [cookie.slice(0, cookie.lastIndexOf('.')), cookie.slice(cookie.lastIndexOf('.') + 1)];
+    const later = body.replace(/^v1\.(\d+)/, (_, exp: string) => `v1.${Number(exp) + 86_400_000}`);
+    expect((await page('/', { cookie: `${later}.${mac}` })).status).toBe(303);
+    expect((await page('/', { cookie: `${body}.${'A'.repeat(43)}` })).status).toBe(303);
+    expect((await page('/')).status).toBe(200);
+
+    const { cookie: fresh } = await createSession(h.env, 1_000);
+    expect(await readSession(h.env, fresh, 1_000 + SESSION_TTL_MS - 1)).not.toBeNull();
+    expect(await readSession(h.env, fresh, 1_000 + SESSION_TTL_MS)).toBeNull();
+    expect(await readSession({ ...h.env, ADMIN_TOKEN: 'rotated-admin-token' }, cookie)).toBeNull();
+    expect(await readSession({ ...h.env, ADMIN_TOKEN: undefined }, cookie)).toBeNull();
+  });
+});
+
+describe('the overview', () => {
+  it('shows counters by status, queue depth over time, running jobs, recent jobs with filters, the lease and open alerts', async () => {
+    const queued = await enqueueQueued('uppercase', { text: 'waiting' });
+    await h.request('/v1/jobs', { method: 'POST', json: { type: 'fail', payload: {}, maxAttempts: 1 } });
+    const running = await enqueueQueued('countdown', { n: 1 });
+    await h.sql`update worker.jobs set status = 'running', attempts = 1, started_at = now() - interval '3 hours', claimed_at = now() - interval '3 hours',
+                  locked_until = now() + interval '1 hour', locked_by = 'host-7:abc', lease_token = gen_random_uuid() where id = ${running}`;
+    await h.trigger(TICK, new Date());
+
+    const res = await page('/');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(res.text).toContain('<meta http-equiv="refresh" content="10"/>');
+    const counter = (s: string) => new RegExp(`data-counter="${s}"[^>]*><div class="label">${s}</div><div class="n">(\\d+)</div>`).exec(res.text)?.[1];
+    expect(counter('queued')).toBe('1');
+    expect(counter('running')).toBe('1');
+    expect(Number(counter('failed'))).toBeGreaterThanOrEqual(1);
+    expect(res.text).toMatch(/<svg viewBox="0 0 720 180" role="img" aria-label="queue depth: \d+ queued, \d+ due, 1 running">/);
+    expect(res.text).toContain('host-7:abc');
+    expect(res.text).toContain('3h00m (stuck)');
+    expect(res.text).toMatch(new RegExp(`<tr class="row-queued" data-job="${queued}">.*?<span class="status status-queued" data-status="queued">queued</span>`));
+    expect(res.text).toMatch(/leader default · generation \d+/);
+    expect(res.text).toContain('data-alert="stuck_job"');
+    expect(res.text).toContain('data-alert="poison_job"');
+    expect(res.text).toMatch(/<input type="hidden" name="_csrf" value="[A-Za-z0-9_-]{43}"\/>/);
+    csrf = /name="_csrf" value="([A-Za-z0-9_-]{43})"/.exec(res.text)![1]!;
+
+    const failedOnly = await page('/?status=failed&type=fail');
+    expect(failedOnly.text).not.toContain(`data-job="${queued}"`);
+    expect(failedOnly.text).toMatch(/<tr class="row-failed" data-job=/);
+    expect(failedOnly.text).toContain('<option value="failed" selected="">failed</option>');
+    expect((await page('/?status=bogus&type=DROP%20TABLE')).status).toBe(200); // unknown filters are ignored
+  });
+});
+
+describe('the job page', () => {
+  it('shows fields, the payload with secrets redacted, checkpoint, result, the last error scrubbed, and the events', async () => {
+    const res = await h.request('/v1/jobs', { method: 'POST', json: { type: 'fail', payload: { message: `refused ${CANARY}`, apiToken: 'sk-payload-canary-1' }, maxAttempts: 1 } });
+    const { job } = (await res.json()) as { job: { id: string } };
+    const view = await page(`/dashboard/jobs/${job.id}`);
+    expect(view.status).toBe(200);
+    expect(view.text).toContain('<span class="status status-failed" data-status="failed">failed</span>');
+    expect(view.text).toContain('&quot;apiToken&quot;: &quot;[redacted]&quot;');
+    expect(view.text).not.toContain('sk-payload-canary-1');
+    expect(view.text).not.toContain(CANARY);
+    expect(view.text).toContain('<pre class="json" id="last-error">refused [redacted]</pre>');
+    expect([...view.text.matchAll(/<li data-kind="([a-z_]+)">/g)].map((m) => m[1])).toEqual(['enqueued', 'claimed', 'failed']);
+    expect(view.text).not.toMatch(/token&quot;:&quot;[0-9a-f-]{36}/); // the lease token is withheld
+    expect(view.text).toContain(`action="/dashboard/jobs/${job.id}/retry"`);
+    expect(view.text).not.toContain(`action="/dashboard/jobs/${job.id}/cancel"`);
+    expect(view.text).not.toContain('refresh'); // a finished job's page stays put
+
+    const done = (await (await h.request('/v1/jobs', { method: 'POST', json: { type: 'countdown', payload: { n: 1 } } })).json()) as { job: { id: string } };
+    const doneView = await page(`/dashboard/jobs/${done.job.id}`);
+    expect(doneView.text).toContain('&quot;taken&quot;: 1');
+    expect(doneView.text).toContain('&quot;steps&quot;: 1');
+  });
+
+  it('links a build to its log, and answers an unknown job with a 404 page', async () => {
+    const build = await enqueueQueued('build', { serviceId: 'svc', branch: 'main', commitSha: 'abc' });
+    expect((await page(`/dashboard/jobs/${build}`)).text).toContain(`<a href="/v1/builds/${build}/logs" id="build-log">Build log</a>`);
+    const missing = await page('/dashboard/jobs/00000000-0000-4000-8000-000000000000');
+    expect(missing.status).toBe(404);
+    expect(missing.text).toContain('no job 00000000-0000-4000-8000-000000000000');
+    expect((await page('/dashboard/jobs/not-a-uuid')).status).toBe(404);
+  });
+});
+
+describe('actions', () => {
+  it('refuse a post without a session, from another origin, or without the right CSRF token, changing nothing', async () => {
+    const id = await enqueueQueued('uppercase', { text: 'keep me' });
+    expect((await post(`/dashboard/jobs/${id}/cancel`, {}, { cookie: null })).status).toBe(401);
+    expect((await post(`/dashboard/jobs/${id}/cancel`, {}, { origin: 'https://evil.example' })).status).toBe(403);
+    expect((await post(`/dashboard/jobs/${id}/cancel`, {}, { origin: null })).status).toBe(403);
+    const forged = await post(`/dashboard/jobs/${id}/cancel`, { _csrf: 'A'.repeat(43) });
+    expect(forged.status).toBe(403);
+    expect(forged.text).toContain('CSRF token mismatch');
+    const { session } = await createSession(h.env);
+    expect((await post(`/dashboard/jobs/${id}/cancel`, { _csrf: session.csrf })).status).toBe(403); // another session's token
+    expect(await statusOf(id)).toBe('queued');
+  });
+
+  it('cancel, retry and fail a job, redirecting back to its page; a transition not allowed re-renders with the reason', async () => {
+    const id = await enqueueQueued('uppercase', { text: 'act on me' });
+    const cancelled = await post(`/dashboard/jobs/${id}/cancel`);
+    expect(cancelled.status).toBe(303);
+    expect(cancelled.headers.get('location')).toBe(`/dashboard/jobs/${id}?done=cancel`);
+    expect(await statusOf(id)).toBe('cancelled');
+    expect((await page(`/dashboard/jobs/${id}?done=cancel`)).text).toContain('Cancel requested.');
+
+    const again = await post(`/dashboard/jobs/${id}/cancel`);
+    expect(again.status).toBe(409);
+    expect(again.text).toContain(`cannot cancel job ${id}: it is cancelled`);
+
+    expect((await post(`/dashboard/jobs/${id}/retry`)).status).toBe(303);
+    expect(await statusOf(id)).toBe('done'); // requeued, and the kick ran it
+
+    const other = await enqueueQueued('uppercase', { text: 'fail me' });
+    expect((await post(`/dashboard/jobs/${other}/fail`, { reason: '  ' })).status).toBe(409);
+    expect((await post(`/dashboard/jobs/${other}/fail`, { reason: 'bad input upstream' })).status).toBe(303);
+    const [row] = await h.sql`select status, last_error from worker.jobs where id = ${other}`;
+    expect(row).toEqual({ status: 'failed', last_error: 'bad input upstream' });
+  });
+
+  it('resolves an alert, and logs out', async () => {
+    const [alert] = await h.sql`insert into worker.alerts (kind, key, message) values ('leader_churn', 'dash-test', 'churn') returning id`;
+    const res = await post(`/dashboard/alerts/${alert!.id}/resolve`);
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/?done=resolved');
+    const [row] = await h.sql`select resolved_at from worker.alerts where id = ${alert!.id}`;
+    expect(row!.resolved_at).toBeInstanceOf(Date);
+
+    const out = await post('/dashboard/logout');
+    expect(out.status).toBe(303);
+    expect(out.headers.get('set-cookie')).toMatch(/^__Host-starbase_session=; Max-Age=0; Path=\/; HttpOnly; Secure; SameSite=Strict/);
+  });
+});
+
+describe('mounting', () => {
+  it('shares no route with the API: GET / and /dashboard/* only', () => {
+    const app = createApp();
+    const ours = new Set(dashboard.routes.map((r) => `${r.method} ${r.path}`));
+    for (const r of dashboard.routes) expect(r.path === '/' || r.path.startsWith('/dashboard/')).toBe(true);
+    const pattern = (path: string) => new RegExp(`^${path.replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}$`);
+    const others = app.routes.filter((r) => r.method !== 'ALL' && !ours.has(`${r.method} ${r.path}`));
+    expect(others.length).toBeGreaterThan(10);
+    for (const r of others) {
+      for (const d of dashboard.routes.filter((x) => x.method === r.method)) {
+        expect(pattern(r.path).test(d.path.replace(/:[^/]+/g, 'x')), `${r.method} ${r.path} vs ${d.path}`).toBe(false);
+        expect(pattern(d.path).test(r.path.replace(/:[^/]+/g, 'x')), `${d.method} ${d.path} vs ${r.path}`).toBe(false);
+      }
+    }
+  });
+});
