@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Cron } from 'croner';
 import postgres from 'postgres';
 import { connect } from '../queue/db.ts';
 import { storeTalosMachineConfigs } from '../functions/jobs/provisioning/talos.ts';
 import { parseKeyRing } from '../functions/lib/secrets.ts';
+import { createStripeClient } from '../functions/adapters/stripe-billing.ts';
 import { migrate } from '../queue/migrate.ts';
 import { allProviders } from '../sandbox/providers.ts';
 import { startSandbox } from '../sandbox/server.ts';
@@ -20,6 +21,8 @@ import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT } from './lib/cli.ts';
  */
 const DATA = DATA_DIR;
 mkdirSync(DATA, { recursive: true });
+// As root, Postgres runs as the `postgres` user, which must be able to pass through to DATA/pg.
+if (process.getuid?.() === 0) chmodSync(DATA, 0o711);
 const port = Number(process.env.PORT ?? 8787);
 const log = (msg: string) => console.log(`[dev] ${msg}`);
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -77,7 +80,7 @@ try {
   // 3. wrangler dev
   const token = devSecret('dev-token', () => `dev_${randomBytes(18).toString('base64url')}`);
   const encryptionKeys = devSecret('encryption-keys', () => `dev1:${randomBytes(32).toString('base64')}`);
-  await seedDevData(databaseUrl, encryptionKeys);
+  await seedDevData(databaseUrl, encryptionKeys, sandbox.url);
   const vars: Record<string, string> = {
     ADMIN_TOKEN: token,
     ...sandboxVars(sandbox.url),
@@ -154,9 +157,10 @@ function withPassword(url: string): string {
  * deployment stores `talosctl gen config` output with `npm run talos:store`) and a demo service,
  * so every job type can be tried with curl at once. Idempotent.
  */
-async function seedDevData(databaseUrl: string, encryptionKeys: string): Promise<void> {
+async function seedDevData(databaseUrl: string, encryptionKeys: string, sandboxUrl: string): Promise<void> {
   const sql = connect(databaseUrl, { max: 1 });
   try {
+    await seedDemoBilling(sql, sandboxUrl);
     const [stored] = await sql`select 1 from platform.sealed_secrets where name = 'talos_machine_configs'`;
     if (!stored) {
       const demo = (type: string) => `version: v1alpha1\nmachine:\n  type: ${type}\n  token: sandbox-join-token\ncluster:\n  clusterName: demo\n`;
@@ -165,6 +169,28 @@ async function seedDevData(databaseUrl: string, encryptionKeys: string): Promise
     await sql`insert into platform.services (id, account_id) values ('svc-demo', 'acct-demo') on conflict do nothing`;
   } finally {
     await sql.end();
+  }
+}
+
+/**
+ * Two demo accounts on a plan, with usage in the last three months, and Stripe customers in the
+ * sandbox (its state lives in memory, so customers are made afresh on every start), so the
+ * month-end cron can be fired by hand and its invoices seen in the sandbox.
+ */
+async function seedDemoBilling(sql: ReturnType<typeof connect>, sandboxUrl: string): Promise<void> {
+  const stripe = createStripeClient({ secretKey: 'sk_test_sandbox', apiBase: sandboxUrl });
+  await sql`insert into platform.plans (id, name, monthly_price_cents, included_credit_cents)
+            values ('starter', 'Starter', 2000, 500) on conflict do nothing`;
+  for (const [account, usageCents] of [['acct-demo', 1234], ['acct-demo-2', 300]] as const) {
+    const customer = await stripe.customers.create({ name: account, metadata: { starbase_account: account } });
+    const [exists] = await sql`select 1 from platform.accounts where id = ${account}`;
+    if (!exists) await sql`select platform.create_account(${account}, 'starter', ${customer.id}, '2026-01-01'::timestamptz)`;
+    else await sql`update platform.accounts set stripe_customer_id = ${customer.id} where id = ${account}`;
+    for (let back = 1; back <= 3; back++) {
+      await sql`insert into platform.usage_totals (account_id, period, metric, quantity, cents)
+                values (${account}, platform.period_of(now() - make_interval(months => ${back})), 'bandwidth_gb', ${usageCents / 10}, ${usageCents})
+                on conflict do nothing`;
+    }
   }
 }
 
