@@ -45,10 +45,37 @@ export function scheduleForCron(cron: string): Schedule | undefined {
   return SCHEDULES.find((s) => s.cron === cron);
 }
 
-/** The latest slot at or before `at` (a trigger firing exactly on its slot belongs to that slot). */
-export function latestSlot(schedule: Pick<Schedule, 'cron'>, at: Date): Date | null {
-  const cron = new Cron(schedule.cron, { timezone: 'UTC', paused: true });
+/** A schedule whose cron spec does not parse: names the schedule, the spec and the parser's reason. */
+export class CronSpecError extends Error {
+  constructor(readonly schedule: string, readonly spec: string, reason: string) {
+    super(`schedule ${schedule} has an invalid cron spec ${JSON.stringify(spec)}: ${reason}`);
+    this.name = 'CronSpecError';
+  }
+}
+
+/**
+ * The latest slot at or before `at` (a trigger firing exactly on its slot belongs to that slot);
+ * null when the spec has no slot (e.g. 30 February). A spec that does not parse throws CronSpecError.
+ */
+export function latestSlot(schedule: Pick<Schedule, 'cron'> & { name?: string }, at: Date): Date | null {
+  let cron: Cron;
+  try {
+    cron = new Cron(schedule.cron, { timezone: 'UTC', paused: true });
+  } catch (error) {
+    throw new CronSpecError(schedule.name ?? '(unnamed)', schedule.cron, error instanceof Error ? error.message : String(error));
+  }
   return cron.previousRuns(1, new Date(at.getTime() + 1000))[0] ?? null;
+}
+
+/** latestSlot, with a bad spec reported to `invalid` instead of thrown: one bad schedule must not stop the others. */
+function slotOrReport(schedule: Schedule, at: Date, invalid: Map<string, string>): Date | null {
+  try {
+    return latestSlot(schedule, at);
+  } catch (error) {
+    if (!(error instanceof CronSpecError)) throw error;
+    invalid.set(schedule.name, error.message);
+    return null;
+  }
 }
 
 /** Record a schedule (idempotent), so the dead-man check knows since when it exists. */
@@ -58,8 +85,8 @@ async function syncSchedule(sql: Queryable, s: Schedule): Promise<void> {
             where (worker.schedules.cron, worker.schedules.job_type) is distinct from (excluded.cron, excluded.job_type)`;
 }
 
-export async function syncSchedules(sql: Sql): Promise<void> {
-  for (const s of SCHEDULES) await syncSchedule(sql, s);
+export async function syncSchedules(sql: Sql, schedules: readonly Schedule[] = SCHEDULES): Promise<void> {
+  for (const s of schedules) await syncSchedule(sql, s);
 }
 
 export interface SlotResult {
@@ -87,11 +114,14 @@ export async function enqueueSlot(sql: Sql, schedule: Schedule, slot: Date): Pro
   })) as SlotResult;
 }
 
-/** For each schedule, enqueue its latest slot if that slot is within the backfill window. */
-export async function backfillSlots(sql: Sql, now: Date, windowMs: number): Promise<SlotResult[]> {
+/**
+ * For each schedule, enqueue its latest slot if that slot is within the backfill window. A
+ * schedule with an invalid spec is skipped (checkSchedules reports it); the others still run.
+ */
+export async function backfillSlots(sql: Sql, now: Date, windowMs: number, schedules: readonly Schedule[] = SCHEDULES): Promise<SlotResult[]> {
   const created: SlotResult[] = [];
-  for (const schedule of SCHEDULES) {
-    const slot = latestSlot(schedule, now);
+  for (const schedule of schedules) {
+    const slot = slotOrReport(schedule, now, new Map());
     if (!slot || now.getTime() - slot.getTime() > windowMs) continue;
     const [known] = await sql`select 1 from worker.schedule_runs where schedule = ${schedule.name} and slot_at = ${slot}`;
     if (known) continue;
@@ -104,9 +134,15 @@ export async function backfillSlots(sql: Sql, now: Date, windowMs: number): Prom
 /**
  * The dead-man check: record each schedule's latest successful slot, then open a
  * schedule_missed alert for a schedule whose slot due `graceMs` ago has not succeeded (and
- * resolve it once one has).
+ * resolve it once one has). A schedule whose spec does not parse opens a schedule_invalid alert
+ * naming the spec and the reason, and is listed in `invalid`.
  */
-export async function checkSchedules(sql: Sql, now: Date, graceMs: number): Promise<{ missed: string[]; resolved: number }> {
+export async function checkSchedules(
+  sql: Sql,
+  now: Date,
+  graceMs: number,
+  schedules: readonly Schedule[] = SCHEDULES,
+): Promise<{ missed: string[]; resolved: number; invalid: string[] }> {
   await sql`
     update worker.schedules s
        set last_success_slot_at = x.slot_at, last_success_at = x.finished_at
@@ -117,11 +153,20 @@ export async function checkSchedules(sql: Sql, now: Date, graceMs: number): Prom
      where x.schedule = s.name and x.slot_at > coalesce(s.last_success_slot_at, '-infinity'::timestamptz)`;
   const rows = await sql`select name, created_at, last_success_slot_at from worker.schedules`;
   const missed: string[] = [];
+  const invalid = new Map<string, string>();
   let resolved = 0;
   for (const row of rows) {
-    const schedule = SCHEDULES.find((s) => s.name === row.name);
+    const schedule = schedules.find((s) => s.name === row.name);
     if (!schedule) continue;
-    const due = latestSlot(schedule, new Date(now.getTime() - graceMs));
+    const due = slotOrReport(schedule, new Date(now.getTime() - graceMs), invalid);
+    if (invalid.has(schedule.name)) {
+      await sql`
+        insert into worker.alerts (kind, key, message, detail, opened_at, last_seen_at)
+        values ('schedule_invalid', ${schedule.name}, ${invalid.get(schedule.name)!}, ${sql.json({ cron: schedule.cron })}, ${now}, ${now})
+        on conflict (kind, key) where resolved_at is null
+        do update set last_seen_at = excluded.last_seen_at, occurrences = worker.alerts.occurrences + 1`;
+      continue;
+    }
     const since = (row.last_success_slot_at as Date | null) ?? (row.created_at as Date);
     if (due && due.getTime() > since.getTime()) {
       missed.push(schedule.name);
@@ -139,5 +184,5 @@ export async function checkSchedules(sql: Sql, now: Date, graceMs: number): Prom
       resolved += done.length;
     }
   }
-  return { missed, resolved };
+  return { missed, resolved, invalid: [...invalid.keys()] };
 }
