@@ -12,6 +12,7 @@ import { allProviders } from '../sandbox/providers.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { freePort, startEmbeddedPostgres } from './embedded-postgres.ts';
 import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT } from './lib/cli.ts';
+import { withDatabase, withPassword } from './lib/database-url.ts';
 
 /**
  * `npm start`: the whole worker locally on embedded defaults — a real Postgres (embedded, data
@@ -63,9 +64,7 @@ try {
     const [exists] = await admin`select 1 from pg_database where datname = 'starbase'`;
     if (!exists) await admin.unsafe('create database starbase');
     await admin.end();
-    const u = new URL(pg.url);
-    u.pathname = '/starbase';
-    databaseUrl = u.toString();
+    databaseUrl = withDatabase(pg.url, 'starbase');
   }
   const sql = connect(databaseUrl, { max: 1 });
   const applied = await migrate(sql);
@@ -142,14 +141,6 @@ try {
 } catch (error) {
   console.error(error);
   await stop(1);
-}
-
-/** Hyperdrive's local connection string must carry a password; with trust auth any will do. */
-function withPassword(url: string): string {
-  const u = new URL(url);
-  if (!u.password) u.password = 'unused';
-  if (!u.username) u.username = 'postgres';
-  return u.toString();
 }
 
 /**

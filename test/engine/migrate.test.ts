@@ -4,7 +4,7 @@ import postgres from 'postgres';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { connect } from '../../queue/db.ts';
 import { migrate, MIGRATIONS_DIR } from '../../queue/migrate.ts';
-import { withDatabase } from '../support/global-setup.ts';
+import { withDatabase } from '../../scripts/lib/database-url.ts';
 
 const admin = postgres(inject('adminDatabaseUrl'), { max: 1, onnotice: () => {} });
 const name = `sbt_migrate_${randomBytes(4).toString('hex')}`;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
 import { connect, type Sql } from '../../queue/db.ts';
-import { withDatabase } from './global-setup.ts';
+import { withDatabase } from '../../scripts/lib/database-url.ts';
 
 export interface TestDatabase {
   sql: Sql;

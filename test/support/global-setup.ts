@@ -5,6 +5,7 @@ import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../../queue/migrate.ts';
 import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.ts';
+import { withDatabase, withPassword } from '../../scripts/lib/database-url.ts';
 import { allProviders } from '../../sandbox/providers.ts';
 import { startSandbox } from '../../sandbox/server.ts';
 
@@ -25,7 +26,8 @@ declare module 'vitest' {
  * files never share state, so they run in parallel).
  */
 export default async function setup(project: TestProject) {
-  let adminUrl = process.env.DATABASE_URL;
+  // (a password too: the Worker tests' Hyperdrive binding refuses a connection string without one)
+  let adminUrl = process.env.DATABASE_URL ? withPassword(process.env.DATABASE_URL) : undefined;
   let stop = async () => {};
   if (!adminUrl) {
     const pg = await startEmbeddedPostgres({ dataDir: mkdtempSync(join(tmpdir(), 'starbase-test-pg-')), persistent: false });
@@ -53,8 +55,3 @@ export default async function setup(project: TestProject) {
   };
 }
 
-export function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
