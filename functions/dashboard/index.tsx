@@ -7,7 +7,7 @@ import { scopesOf } from '../http/auth.ts';
 import { invocationOf } from '../http/context.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { SECURITY_HEADERS } from './layout.tsx';
-import { ErrorPage, JobPage, LoginPage, noticeFor, OverviewPage } from './pages.tsx';
+import { ErrorPage, JobPage, LoginPage, OverviewPage } from './pages.tsx';
 import { countsByStatus, depthSince, jobTypes, openAlerts, recentJobs, resolveAlert } from './queries.ts';
 import {
   clearSessionCookie, createSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf, setSessionCookie, type DashboardEnv,
@@ -107,7 +107,7 @@ dashboard.get('/', requireSession(), async (c) => {
   );
 });
 
-async function renderJob(c: Context<DashboardEnv>, id: string, message: { notice?: string; error?: string } = {}, status: 200 | 409 = 200) {
+async function renderJob(c: Context<DashboardEnv>, id: string, message: { done?: string; error?: string } = {}, status: 200 | 409 = 200) {
   const inv = await invocationOf(c);
   const found = UUID.test(id) ? await getJob(inv.sql, id) : null;
   if (!found) throw new HttpError(404, 'not_found', `no job ${id}`);
@@ -118,7 +118,7 @@ async function renderJob(c: Context<DashboardEnv>, id: string, message: { notice
   );
 }
 
-dashboard.get('/dashboard/jobs/:id', requireSession(), (c) => renderJob(c, c.req.param('id'), { notice: noticeFor(c.req.query('done')) }));
+dashboard.get('/dashboard/jobs/:id', requireSession(), (c) => renderJob(c, c.req.param('id'), { done: c.req.query('done') }));
 
 /** Runs a manual operation; a 409 (not allowed from this status) re-renders the page with the reason. */
 async function jobAction(c: Context<DashboardEnv>, name: string, act: () => Promise<unknown>) {

@@ -13,11 +13,12 @@ h1 { font-size: 20px; margin: 0 0 12px; } h2 { font-size: 15px; margin: 24px 0 8
 a { color: var(--accent); }
 .muted { color: var(--muted); }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(140px, 1fr)); gap: 12px; }
+a.card { color: inherit; text-decoration: none; } a.card:hover { border-color: #9ca3af; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; border-top: 4px solid var(--c, #9ca3af); }
 .card .n { font-size: 26px; font-weight: 650; } .card .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
 .grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 20px; } @media (max-width: 900px) { .grid2 { grid-template-columns: 1fr; } }
 section.panel { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; margin-top: 16px; }
-section.panel h2 { margin-top: 0; }
+section.panel h2 { margin-top: 18px; } section.panel > h2:first-child { margin-top: 0; }
 table { border-collapse: collapse; width: 100%; } th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: 12px; color: var(--muted); font-weight: 600; }
 td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }

@@ -186,18 +186,21 @@ export interface JobPageData {
   job: Job;
   events: JobEvent[];
   scrub: (text: string) => string;
-  notice?: string;
+  /** The action just done (`?done=`), to confirm it. */
+  done?: string;
   error?: string;
 }
 
-const ACTION_NOTICES: Record<string, string> = {
-  cancel: 'Cancel requested.',
-  retry: 'Requeued: it runs again from its checkpoint.',
-  fail: 'Failed by an operator.',
-};
-export const noticeFor = (done: string | undefined) => (done ? ACTION_NOTICES[done] : undefined);
+/** What an action did, said from the job as it is now (a started job's cancel waits for its hook). */
+export function noticeFor(done: string | undefined, job: Job): string | undefined {
+  if (done === 'cancel') return job.status === 'cancelled' ? 'Cancelled.' : "Cancel requested: the job's cancel hook runs at its next step.";
+  if (done === 'retry') return 'Requeued: it runs again from its checkpoint.';
+  if (done === 'fail') return 'Failed by an operator.';
+  return undefined;
+}
 
-export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub, notice, error }) => {
+export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub, done, error }) => {
+  const notice = noticeFor(done, job);
   const shown = jobJson(job); // payload, checkpoint and result with secrets redacted
   const terminal = TERMINAL_STATUSES.includes(job.status);
   const base = `/dashboard/jobs/${job.id}`;

@@ -1,52 +1,23 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../scripts/embedded-postgres.ts';
-import { createTestDatabase } from '../support/db.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { startDevStack, type DevStack } from '../support/dev-stack.ts';
 
 /**
  * Boots the `npm start` stack (migrations, sandbox, wrangler dev, cron driver) on a test database
  * and drives it over HTTP only.
  */
+let stack: DevStack;
 let baseUrl = '';
 let token = '';
-let output = '';
-let exited: Promise<number | null>;
-let child: ReturnType<typeof spawn>;
-const dataDir = mkdtempSync(join(tmpdir(), 'starbase-e2e-'));
-
 beforeAll(async () => {
-  const db = await createTestDatabase();
-  const port = await freePort();
-  child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
-    env: { ...process.env, PORT: String(port), DATABASE_URL: db.url, STARBASE_DATA_DIR: dataDir },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
-  const deadline = Date.now() + 120_000;
-  while (!/starbase-worker is running/.test(output)) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the dev stack did not start:\n${output}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  baseUrl = /API\s+(http:\/\/\S+)/.exec(output)![1]!;
-  token = /dev token\s+(\S+)/.exec(output)![1]!;
+  stack = await startDevStack();
+  ({ baseUrl, token } = stack);
 }, 150_000);
 
-afterAll(() => {
-  if (child.exitCode === null) child.kill('SIGKILL');
-  rmSync(dataDir, { recursive: true, force: true });
-});
-
-const api = (path: string, init: RequestInit = {}) =>
-  fetch(`${baseUrl}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers } });
+const api = (path: string, init: RequestInit = {}) => stack.api(path, init);
 
 describe('npm start', () => {
   it('prints the URL, a dev token and a curl line', () => {
-    expect(output).toContain('curl -s -X POST');
+    expect(stack.output()).toContain('curl -s -X POST');
     expect(token).toMatch(/^dev_/);
   });
 
@@ -78,9 +49,8 @@ describe('npm start', () => {
   });
 
   it('stops everything on Ctrl-C, leaving no process behind', async () => {
-    child.kill('SIGINT');
-    expect(await exited).toBe(0);
-    expect(output).toContain('stopping');
+    expect(await stack.stop()).toBe(0);
+    expect(stack.output()).toContain('stopping');
     const res = await fetch(`${baseUrl}/healthz`).catch(() => null);
     expect(res).toBeNull();
   });

@@ -182,7 +182,7 @@ describe('actions', () => {
     expect(cancelled.status).toBe(303);
     expect(cancelled.headers.get('location')).toBe(`/dashboard/jobs/${id}?done=cancel`);
     expect(await statusOf(id)).toBe('cancelled');
-    expect((await page(`/dashboard/jobs/${id}?done=cancel`)).text).toContain('Cancel requested.');
+    expect((await page(`/dashboard/jobs/${id}?done=cancel`)).text).toContain('<div class="notice" role="status">Cancelled.</div>');
 
     const again = await post(`/dashboard/jobs/${id}/cancel`);
     expect(again.status).toBe(409);

@@ -1,0 +1,131 @@
+import { mkdirSync } from 'node:fs';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseExposition } from '../../functions/lib/prometheus.ts';
+import { startDevStack, type DevStack } from '../support/dev-stack.ts';
+
+/**
+ * The dashboard in a real browser — Debian's chromium driven by playwright-core, never a
+ * downloaded browser — against the `npm start` stack: log in, see a job enqueued through the API
+ * with its status, cancel it from its page, see the status change. Screenshots go to
+ * test-artifacts/; with STARBASE_DOCS_SCREENSHOT=1 the overview is also saved as
+ * docs/dashboard.png (the README's screenshot).
+ */
+const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = 'test-artifacts';
+
+let stack: DevStack;
+let browser: Browser;
+let page: Page;
+beforeAll(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  stack = await startDevStack();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  page = await (await browser.newContext({ viewport: { width: 1360, height: 1000 } })).newPage();
+}, 150_000);
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function enqueue(body: Record<string, unknown>): Promise<string> {
+  const res = await stack.api('/v1/jobs', { method: 'POST', body: JSON.stringify(body) });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { job: { id: string } }).job.id;
+}
+
+async function statusOf(id: string): Promise<string> {
+  return ((await (await stack.api(`/v1/jobs/${id}`)).json()) as { job: { status: string } }).job.status;
+}
+
+/** A quarter-hour of queue-depth history, so the chart has a shape (the tick adds one point a minute). */
+async function seedDepthHistory() {
+  const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    await sql`insert into worker.depth_snapshots (at, queued, due, running)
+              select date_trunc('minute', now()) - make_interval(mins => m),
+                     greatest(0, 9 + 7 * sin(m / 17.0) + 3 * sin(m / 5.0))::int, greatest(0, 3 + 3 * sin(m / 7.0))::int, (3 + 1.5 * cos(m / 11.0))::int
+                from generate_series(1, 240) m
+              on conflict do nothing`;
+  } finally {
+    await sql.end();
+  }
+}
+
+describe('the dashboard in chromium', () => {
+  it('asks for the admin token, then shows the overview with a secure session cookie', async () => {
+    await page.goto(`${stack.baseUrl}/`);
+    expect(new URL(page.url()).pathname).toBe('/dashboard/login');
+    await page.fill('#token', 'not-the-token');
+    await page.click('button[type=submit]');
+    await expect.poll(() => page.textContent('[role=alert]')).toContain('not the admin token');
+
+    await page.fill('#token', stack.token);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${stack.baseUrl}/`);
+    expect(await page.textContent('#counters')).toContain('queued');
+    const [cookie] = await page.context().cookies();
+    expect(cookie).toMatchObject({ name: '__Host-starbase_session', httpOnly: true, secure: true, sameSite: 'Strict', path: '/' });
+    expect(cookie!.value).not.toContain(stack.token);
+  });
+
+  it('shows a job enqueued through the API with its status, cancels it from its page, and shows the change', async () => {
+    await seedDepthHistory();
+    await fetch(`${stack.baseUrl}/__scheduled?cron=${encodeURIComponent('* * * * *')}`); // a tick: lease, snapshot
+    await enqueue({ type: 'uppercase', payload: { text: 'done at once' } });
+    const failed = await enqueue({ type: 'fail', payload: { message: 'upstream said no' }, maxAttempts: 1 });
+    await enqueue({ type: 'countdown', payload: { n: 3, delayMs: 600_000 } });
+    const id = await enqueue({ type: 'uppercase', payload: { text: 'cancel me', apiToken: 'never-shown' }, delayMs: 3_600_000 });
+    await expect.poll(() => statusOf(failed)).toBe('failed');
+
+    await page.goto(`${stack.baseUrl}/`);
+    const row = page.locator(`tr[data-job="${id}"]`);
+    expect(await row.locator('[data-status]').textContent()).toBe('queued');
+    expect(await page.locator(`tr[data-job="${failed}"] [data-status]`).textContent()).toBe('failed');
+    expect(await page.locator('[data-alert="poison_job"]').count()).toBeGreaterThanOrEqual(1);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-overview.png`, fullPage: true });
+    if (process.env.STARBASE_DOCS_SCREENSHOT === '1') await page.screenshot({ path: 'docs/dashboard.png', fullPage: true });
+
+    await row.locator('a').first().click();
+    await page.waitForURL(`${stack.baseUrl}/dashboard/jobs/${id}`);
+    expect(await page.textContent('h1 [data-status]')).toBe('queued');
+    expect(await page.textContent('body')).toContain('[redacted]');
+    expect(await page.textContent('body')).not.toContain('never-shown');
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-job-queued.png`, fullPage: true });
+
+    await page.click('#job-actions button:has-text("Cancel")');
+    await page.waitForURL(`${stack.baseUrl}/dashboard/jobs/${id}?done=cancel`);
+    expect(await page.textContent('h1 [data-status]')).toBe('cancelled');
+    expect(await page.textContent('[role=status]')).toBe('Cancelled.');
+    expect(await page.locator('#events [data-kind="cancelled"]').count()).toBe(1);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-job-cancelled.png`, fullPage: true });
+    expect(await statusOf(id)).toBe('cancelled');
+
+    await page.goto(`${stack.baseUrl}/?status=cancelled`);
+    expect(await page.locator(`tr[data-job="${id}"] [data-status]`).textContent()).toBe('cancelled');
+  });
+
+  it('refuses an action posted from another origin, even with the session cookie', async () => {
+    const [cookie] = await page.context().cookies();
+    const id = await enqueue({ type: 'uppercase', payload: { text: 'keep' }, delayMs: 3_600_000 });
+    const res = await fetch(`${stack.baseUrl}/dashboard/jobs/${id}/cancel`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie: `${cookie!.name}=${cookie!.value}`, origin: 'https://evil.example', 'content-type': 'application/x-www-form-urlencoded' },
+      body: '_csrf=whatever',
+    });
+    expect(res.status).toBe(403);
+    expect(await statusOf(id)).toBe('queued');
+  });
+
+  it('serves /metrics that a strict parser accepts, with the numbers the dashboard shows', async () => {
+    const res = await stack.api('/metrics');
+    expect(res.status).toBe(200);
+    const families = parseExposition(await res.text());
+    const cancelled = families.find((f) => f.name === 'starbase_queue_depth')!.samples.find((s) => s.labels.status === 'cancelled')!;
+    expect(cancelled.value).toBeGreaterThanOrEqual(1);
+  });
+});
