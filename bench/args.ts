@@ -25,7 +25,7 @@ const USAGE = `npm run bench -- [options]
   --batch N           jobs per claim for loop-based systems (default 32)
   --idle-poll-ms N    idle poll interval where a system polls (default 25)
   --mode M            burn-down | steady | both (default both)
-  --rate N            steady: jobs enqueued per second (default 500)
+  --rate N            steady: jobs enqueued per second, one at a time (default 200)
   --seconds N         steady: how long (default 10)
   --only a,b          systems: starbase, graphile-worker, pg-boss, raw-floor
   --scale             the scale check instead (empty table vs. loaded table)
@@ -76,7 +76,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     jobs: int('jobs', values.jobs, 50_000),
     runs: int('runs', values.runs, 3),
     modes: mode === 'both' ? ['burn-down', 'steady'] : [mode as 'burn-down' | 'steady'],
-    rate: int('rate', values.rate, 500),
+    rate: int('rate', values.rate, 200),
     seconds: int('seconds', values.seconds, 10),
     only: values.only ? values.only.split(',').map((s) => s.trim()) : null,
     scale: values.scale ?? false,

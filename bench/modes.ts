@@ -51,9 +51,24 @@ async function unsettled(probe: postgres.Sql, instance: SystemInstance): Promise
   return row!.n as number;
 }
 
+/**
+ * An error a library threw where nobody could catch it (a pool's timer, an event emitter without
+ * a listener). It fails the run under way instead of the whole bench.
+ */
+let fault: unknown = null;
+process.on('uncaughtException', (error) => (fault = error));
+process.on('unhandledRejection', (error) => (fault = error));
+
+function raiseFault(): void {
+  if (fault === null) return;
+  const error = fault;
+  fault = null;
+  throw error instanceof Error ? error : new Error(String(error));
+}
+
 async function waitFor(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>, everyMs = 10): Promise<void> {
   const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
+  while ((raiseFault(), !(await check()))) {
     if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(everyMs);
   }

@@ -29,6 +29,8 @@ export interface SystemCell {
   config: string;
   burnDown: BurnDownResult[];
   steady: SteadyResult[];
+  /** Runs that did not complete, with why. */
+  failures: string[];
 }
 
 export interface CellSummary {
@@ -38,6 +40,9 @@ export interface CellSummary {
   jobsPerSecRuns: number[];
   steadyP50Ms: number | null;
   steadyP99Ms: number | null;
+  /** Lowest offered rate of the steady runs (jobs/s): below the target rate, the producer fell behind. */
+  steadyOfferedPerSec: number | null;
+  failedRuns: number;
   /** CPU ms per 1,000 burn-down jobs (medians): the bench process (workers) and the server. */
   nodeCpuMs: number | null;
   postgresCpuMs: number | null;
@@ -53,6 +58,8 @@ export function summarize(cell: SystemCell): CellSummary {
     jobsPerSecRuns: cell.burnDown.map((r) => Math.round(r.jobsPerSec)),
     steadyP50Ms: steadyMid?.p50Ms ?? null,
     steadyP99Ms: steadyMid?.p99Ms ?? null,
+    steadyOfferedPerSec: cell.steady.length ? Math.min(...cell.steady.map((r) => r.offeredPerSec)) : null,
+    failedRuns: cell.failures.length,
     nodeCpuMs: cell.burnDown.length ? median(cell.burnDown.map((r) => r.cpu.nodeMs)) : null,
     postgresCpuMs: cell.burnDown.every((r) => r.cpu.postgresMs !== null) && cell.burnDown.length
       ? median(cell.burnDown.map((r) => r.cpu.postgresMs!))
@@ -66,18 +73,19 @@ const fmt = (n: number | null, digits = 0) =>
 /** One table: jobs/s, steady latency, and each row's jobs/s as a multiple of every other system's. */
 export function table(summaries: CellSummary[]): string {
   const header = [
-    'system', 'version', 'burn-down jobs/s', 'runs', 'pg CPU ms/1k', 'node CPU ms/1k', 'steady p50 ms', 'steady p99 ms',
+    'system', 'version', 'burn-down jobs/s', 'runs', 'pg CPU ms/1k', 'node CPU ms/1k', 'steady p50 ms', 'steady p99 ms', 'offered/s',
     ...summaries.map((s) => `× ${s.name}`),
   ];
   const rows = summaries.map((s) => [
     s.name,
     s.version,
     fmt(s.jobsPerSec),
-    s.jobsPerSecRuns.map((r) => fmt(r)).join(' / ') || '—',
+    [...s.jobsPerSecRuns.map((r) => fmt(r)), ...(s.failedRuns ? [`${s.failedRuns} failed`] : [])].join(' / ') || '—',
     fmt(s.postgresCpuMs),
     fmt(s.nodeCpuMs),
     fmt(s.steadyP50Ms, 1),
     fmt(s.steadyP99Ms, 1),
+    fmt(s.steadyOfferedPerSec),
     ...summaries.map((peer) => (s.jobsPerSec && peer.jobsPerSec ? (s.jobsPerSec / peer.jobsPerSec).toFixed(2) : '—')),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));

@@ -14,3 +14,48 @@ create unique index jobs_submit_key_uq on worker.jobs (submit_key) where submit_
 -- need no entry.
 drop index worker.jobs_concurrency_idx;
 create index jobs_concurrency_idx on worker.jobs (concurrency_key) where status = 'running' and concurrency_key is not null;
+
+-- Batch completion: done for many jobs of one runner in one statement. Each element of p_done is
+-- {id, token, result}; each row is fenced by its own lease token and running status exactly as a
+-- single completion, and gets its own `done` event. Returns the ids whose fence held.
+create function worker.complete_jobs(p_done jsonb, p_now timestamptz default null)
+returns table (id uuid) language plpgsql as $$
+begin
+  return query
+    with input as (
+      select x.id, x.token, x.result from jsonb_to_recordset(p_done) as x(id uuid, token uuid, result jsonb)
+    ), upd as (
+      update worker.jobs j
+         set status = 'done', result = coalesce(x.result, 'null'::jsonb), finished_at = coalesce(p_now, now()),
+             locked_until = null, running_pool = null
+        from input x
+       -- Rows are found by primary key. IS NOT DISTINCT FROM states the same fence as = (status is
+       -- never null) but keeps the planner off jobs_lease_idx, whose predicate = would match: with
+       -- few running rows in its statistics it looks cheaper, and then walks every running job.
+       where j.id = any (array(select i.id from input i)) and j.id = x.id and j.lease_token = x.token
+         and j.status is not distinct from 'running'
+      returning j.id, j.finished_at, j.attempts
+    ), ev as (
+      insert into worker.job_events (job_id, at, kind, detail)
+      select u.id, u.finished_at, 'done', jsonb_build_object('attempt', u.attempts) from upd u
+    )
+    select u.id from upd u;
+end $$;
+
+-- A runner's round trip: write its finished steps' completions, then claim its next jobs, in one
+-- statement and one commit. The claim runs after the completions, so it sees those jobs done
+-- (pool capacity, per-key limits, dedupe keys). One jsonb value comes back,
+-- {settled: [ids whose fence held], jobs: [claimed rows as to_jsonb]}: one value to parse instead
+-- of thirty-odd text columns per job.
+create function worker.settle_and_claim(p_done jsonb, p_worker text, p_pool text, p_limit int, p_now timestamptz default null)
+returns jsonb language plpgsql as $$
+declare
+  v_settled jsonb := '[]'::jsonb;
+  v_jobs    jsonb;
+begin
+  if jsonb_array_length(coalesce(p_done, '[]'::jsonb)) > 0 then
+    select coalesce(jsonb_agg(c.id), '[]'::jsonb) into v_settled from worker.complete_jobs(p_done, p_now) c;
+  end if;
+  select coalesce(jsonb_agg(to_jsonb(j)), '[]'::jsonb) into v_jobs from worker.claim_jobs(p_worker, p_pool, p_limit, p_now) j;
+  return jsonb_build_object('settled', v_settled, 'jobs', v_jobs);
+end $$;

@@ -1,5 +1,6 @@
 import type { Queryable } from './db.ts';
 import { toJob, type Job } from './job.ts';
+import { completionsJson, type Completion } from './settle.ts';
 
 export interface ClaimOptions {
   /** Who claims: the invocation or process id, stored in locked_by. */
@@ -18,12 +19,34 @@ const DEADLOCK = '40P01';
  * leasing each to `workerId` with a fresh lease token. One round trip (worker.claim_jobs).
  */
 export async function claimJobs(sql: Queryable, options: ClaimOptions): Promise<Job[]> {
+  return retryingClaim(async () => (await claimStatement(sql, options)).map(toJob));
+}
+
+function claimStatement(sql: Queryable, options: ClaimOptions) {
+  return sql`
+    select * from worker.claim_jobs(${options.workerId}, ${options.pool ?? null}, ${options.limit}::int,
+                                    ${options.now ?? null}::timestamptz)`;
+}
+
+/**
+ * Write finished steps' completions and claim the next jobs in one statement (one round trip,
+ * one commit: worker.settle_and_claim). The claim runs after the completions, so it sees their
+ * jobs done. If the claim fails, the completions roll back with it and both are retried.
+ */
+export async function settleAndClaim(sql: Queryable, completions: Completion[], options: ClaimOptions): Promise<{ settled: Set<string>; jobs: Job[] }> {
+  return retryingClaim(async () => {
+    const [row] = await sql`
+      select worker.settle_and_claim(${sql.json(completionsJson(completions))}::jsonb, ${options.workerId}, ${options.pool ?? null},
+                                     ${options.limit}::int, ${options.now ?? null}::timestamptz) as r`;
+    const r = row!.r as { settled: string[]; jobs: Record<string, unknown>[] };
+    return { settled: new Set(r.settled), jobs: r.jobs.map(toJob) };
+  });
+}
+
+async function retryingClaim<T>(claim: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const rows = await sql`
-        select * from worker.claim_jobs(${options.workerId}, ${options.pool ?? null}, ${options.limit}::int,
-                                        ${options.now ?? null}::timestamptz)`;
-      return rows.map(toJob);
+      return await claim();
     } catch (error) {
       // Two claimers can race to start the waiting job of one dedupe key (each saw no active job
       // in its snapshot); the unique index lets one win and the other's claim rolls back whole.

@@ -1,8 +1,8 @@
 import { deliverPendingAlerts, type Alerts } from './alerts.ts';
-import { claimJobs } from './claim.ts';
+import { settleAndClaim } from './claim.ts';
 import type { Sql } from './db.ts';
 import { PermanentError } from './errors.ts';
-import type { Job, Json } from './job.ts';
+import type { Job, Json, JsonObject } from './job.ts';
 import { backoffMs, type JobRegistry, type JobType, type StepContext } from './registry.ts';
 import { completeJob, completeJobs, continueJob, failJob, heartbeat, releaseOwnLease, retryJob, settleCancelled } from './settle.ts';
 
@@ -63,31 +63,58 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   const shutdown = new AbortController();
   const onAbort = () => setTimeout(() => shutdown.abort(new Error('runner shutting down')), options.graceMs ?? ABORT_GRACE_DEFAULT_MS).unref?.();
   options.signal?.addEventListener('abort', onAbort, { once: true });
+  /** Every claimed step until it is settled (running, or finished and waiting for its settle). */
   const inflight = new Set<Promise<void>>();
   const completions = new CompletionBatcher(runner.sql, runner.clock);
   let alertsPending = false;
+  let wakeLoop: (() => void) | null = null;
+  const wake = () => {
+    const resolve = wakeLoop;
+    wakeLoop = null;
+    resolve?.();
+  };
 
   const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs;
+  const running = () => inflight.size - completions.waiting;
   try {
     while (!stopping()) {
-      const free = Math.min(concurrency - inflight.size, maxJobs - counts.claimed);
+      const free = Math.min(concurrency - running(), maxJobs - counts.claimed);
       let claimed: Job[] = [];
       if (free > 0) {
-        claimed = await claimJobs(runner.sql, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.() });
+        // Finished steps' completions ride with the claim: one round trip, one commit for both.
+        const finished = completions.take();
+        completions.detach(); // completions finishing during the claim are flushed on their own
+        let result: { settled: Set<string>; jobs: Job[] };
+        try {
+          result = await settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.() });
+        } catch (error) {
+          completions.fail(finished, error);
+          throw error;
+        }
+        completions.settle(finished, result.settled);
+        claimed = result.jobs;
         counts.claimed += claimed.length;
         for (const job of claimed) {
-          const p: Promise<void> = runStep(runner, job, shutdown.signal, completions).then((outcome) => {
-            counts[outcome]++;
-            if (outcome === 'failed') alertsPending = true;
-          }).finally(() => inflight.delete(p));
+          const p: Promise<void> = runStep(runner, job, shutdown.signal, completions)
+            .then((outcome) => {
+              counts[outcome]++;
+              if (outcome === 'failed') alertsPending = true;
+            })
+            .finally(() => {
+              inflight.delete(p);
+              wake();
+            });
           inflight.add(p);
         }
       }
       if (claimed.length === free && free > 0) continue;
       if (inflight.size > 0) {
-        await Promise.race(inflight);
-        // Steps settled together (one completion batch) finish in the same tick: let them all
-        // leave `inflight` before refilling, so the next claim is one batch, not a trickle of ones.
+        // Wait for a step to finish. Completions queued meanwhile stay for the next claim.
+        const woken = new Promise<void>((resolve) => (wakeLoop = resolve));
+        completions.attach(wake);
+        await woken;
+        // Steps of one batch finish in the same tick: let them all queue, so the next claim is
+        // one batch, not a trickle of ones.
         await new Promise((resolve) => setTimeout(resolve, 0));
       } else if (options.idleWaitMs !== undefined) {
         await sleep(options.idleWaitMs, options.signal);
@@ -95,8 +122,10 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
         break; // nothing due and nothing running: drained
       }
     }
+    completions.detach();
     await Promise.all(inflight);
   } finally {
+    completions.detach();
     options.signal?.removeEventListener('abort', onAbort);
   }
   if (alertsPending && runner.alerts) await deliverPendingAlerts(runner.sql, runner.alerts);
@@ -116,16 +145,27 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+interface QueuedCompletion {
+  job: Job;
+  result: Json | undefined;
+  settle: (fenced: boolean) => void;
+  fail: (error: unknown) => void;
+}
+
 /**
  * Group commit for plain completions: steps that end `done` (without a SettleEffect) hand their
- * result here, and every completion that arrives before the next flush is written by one
- * completeJobs statement. One flush at a time; completions arriving meanwhile wait for the next,
- * so batches grow with load and a lone job waits only one timer tick.
+ * result here instead of settling alone. While the runner's loop waits for finished steps it is
+ * attached, and takes the queued completions with its next claim (settleAndClaim). Otherwise
+ * (the loop is busy claiming, or has stopped) a timer flushes them: one statement at a time,
+ * so completions arriving during a flush form the next, larger batch.
  */
 export class CompletionBatcher {
-  private pending: { job: Job; result: Json | undefined; settle: (fenced: boolean) => void; fail: (error: unknown) => void }[] = [];
+  private queued: QueuedCompletion[] = [];
+  /** Completions taken for a statement under way. */
+  private writing = 0;
   private flushing = false;
-  private scheduled = false;
+  private timer = false;
+  private claimer: (() => void) | null = null;
 
   constructor(
     private readonly sql: Sql,
@@ -133,34 +173,75 @@ export class CompletionBatcher {
     private readonly maxBatch = 1000,
   ) {}
 
+  /** Steps that have finished and wait for their completion to be written. */
+  get waiting(): number {
+    return this.queued.length + this.writing;
+  }
+
   /** Resolves true when the fence held (the job is done), false when the lease was lost. */
   complete(job: Job, result: Json | undefined): Promise<boolean> {
     return new Promise((settle, fail) => {
-      this.pending.push({ job, result, settle, fail });
-      if (!this.flushing && !this.scheduled) {
-        this.scheduled = true;
-        // One macrotask later: the other steps of the same claim finish in between and join the batch.
-        setTimeout(() => void this.flush(), 0);
-      }
+      this.queued.push({ job, result, settle, fail });
+      if (this.claimer) this.claimer();
+      else this.schedule();
     });
   }
 
+  /** The loop will take queued completions with its next claim; until detach, no timer flush. */
+  attach(wake: () => void): void {
+    this.claimer = wake;
+    if (this.queued.length > 0) wake();
+  }
+
+  detach(): void {
+    this.claimer = null;
+    if (this.queued.length > 0) this.schedule();
+  }
+
+  /** Take queued completions for a statement; report back with settle() or fail(). */
+  take(): QueuedCompletion[] {
+    const batch = this.queued.splice(0, this.maxBatch);
+    this.writing += batch.length;
+    return batch;
+  }
+
+  settle(batch: QueuedCompletion[], settled: Set<string>): void {
+    this.writing -= batch.length;
+    for (const c of batch) c.settle(settled.has(c.job.id));
+  }
+
+  fail(batch: QueuedCompletion[], error: unknown): void {
+    this.writing -= batch.length;
+    for (const c of batch) c.fail(error);
+  }
+
+  private schedule(): void {
+    if (this.timer || this.flushing) return;
+    this.timer = true;
+    // One macrotask later: the other steps of the same claim finish in between and join the batch.
+    setTimeout(() => {
+      this.timer = false;
+      void this.flush();
+    }, 0);
+  }
+
   private async flush(): Promise<void> {
-    this.scheduled = false;
+    if (this.flushing) return;
     this.flushing = true;
     try {
-      while (this.pending.length > 0) {
-        const batch = this.pending.splice(0, this.maxBatch);
+      while (this.queued.length > 0 && !this.claimer) {
+        const batch = this.take();
         try {
-          const settled = await completeJobs(this.sql, batch, { now: this.clock?.() });
-          for (const p of batch) p.settle(settled.has(p.job.id));
+          this.settle(batch, await completeJobs(this.sql, batch, { now: this.clock?.() }));
         } catch (error) {
-          for (const p of batch) p.fail(error);
+          this.fail(batch, error);
         }
       }
     } finally {
       this.flushing = false;
     }
+    // Queued while the last statement ran and the loop did not take them: write them too.
+    if (this.queued.length > 0 && !this.claimer) this.schedule();
   }
 }
 
@@ -169,65 +250,128 @@ function errorText(error: unknown): string {
   return text.slice(0, 2000);
 }
 
+/**
+ * One claimed step while it runs: its lease state, its abort signal and its heartbeat. A class
+ * rather than closures, because a runner creates one per job and a batch of thousands of short
+ * jobs spends measurable time creating (and, bundled with keepNames, naming) closures.
+ */
+class StepRun {
+  leaseLost = false;
+  error: string | undefined;
+  private controller: AbortController | null = null;
+  private aborted = false;
+  private abortReason: unknown;
+  private readonly beat: ReturnType<typeof setInterval>;
+
+  constructor(
+    readonly runner: Runner,
+    readonly job: Job,
+    private readonly shutdown: AbortSignal,
+  ) {
+    const { lockedUntil, claimedAt } = job;
+    const leaseMs = lockedUntil && claimedAt ? lockedUntil.getTime() - claimedAt.getTime() : 120_000;
+    this.beat = setInterval(beatStep, Math.max(250, Math.floor(leaseMs / 3)), this);
+  }
+
+  /** Created on first use: most steps never look at it, and then need neither it nor a listener. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.abortReason);
+      else if (this.shutdown.aborted) this.controller.abort(this.shutdown.reason);
+      else this.shutdown.addEventListener('abort', this, { once: true });
+    }
+    return this.controller.signal;
+  }
+
+  /** The shutdown signal's listener (an EventListener object: no closure per step). */
+  handleEvent(): void {
+    this.abort(this.shutdown.reason);
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.abortReason = reason;
+    this.controller?.abort(reason);
+  }
+
+  /** The runner's pinned clock, or undefined for the database clock. */
+  pinned(): Date | undefined {
+    return this.runner.clock?.();
+  }
+
+  end(): void {
+    clearInterval(this.beat);
+    if (this.controller) this.shutdown.removeEventListener('abort', this);
+  }
+}
+
+function beatStep(run: StepRun): void {
+  heartbeat(run.runner.sql, run.job, { now: run.pinned() })
+    .then((hb) => {
+      if (!hb.owned) {
+        run.leaseLost = true;
+        run.abort(new Error('lease lost'));
+      }
+    })
+    .catch(() => {}); // a missed beat is retried next interval; the lease still has 2/3 left
+}
+
+/** What a step sees (StepContext), backed by its StepRun. */
+class Context implements StepContext<unknown> {
+  readonly job: Job;
+  readonly step: string;
+  readonly checkpoint: JsonObject;
+  readonly attempt: number;
+  readonly sql: Sql;
+
+  constructor(
+    private readonly run: StepRun,
+    readonly payload: unknown,
+  ) {
+    this.job = run.job;
+    this.step = run.job.step;
+    this.checkpoint = run.job.checkpoint;
+    this.attempt = run.job.attempts;
+    this.sql = run.runner.sql;
+  }
+
+  get signal(): AbortSignal {
+    return this.run.signal;
+  }
+
+  now(): Date {
+    return this.run.runner.clock?.() ?? new Date();
+  }
+}
+
 /** Run one claimed job's step and settle it. Never throws: a settle failure is logged and the lease left to expire. */
 export async function runStep(runner: Runner, job: Job, shutdown: AbortSignal, completions?: CompletionBatcher): Promise<StepOutcome> {
   const started = Date.now();
   const { sql } = runner;
-  const now = () => runner.clock?.() ?? new Date();
-  const pinned = () => runner.clock?.();
   const definition = runner.registry.get(job.type);
-  const controller = new AbortController();
-  const abortWith = (reason: unknown) => {
-    if (!controller.signal.aborted) controller.abort(reason);
-  };
-  const onShutdown = () => abortWith(shutdown.reason);
-  shutdown.addEventListener('abort', onShutdown, { once: true });
-
-  let leaseLost = false;
-  const leaseMs = job.lockedUntil && job.claimedAt ? job.lockedUntil.getTime() - job.claimedAt.getTime() : 120_000;
-  const beat = setInterval(() => {
-    heartbeat(sql, job, { now: pinned() })
-      .then((hb) => {
-        if (!hb.owned) {
-          leaseLost = true;
-          abortWith(new Error('lease lost'));
-        }
-      })
-      .catch(() => {}); // a missed beat is retried next interval; the lease still has 2/3 left
-  }, Math.max(250, Math.floor(leaseMs / 3)));
-
+  const run = new StepRun(runner, job, shutdown);
   let outcome: StepOutcome;
-  let error: string | undefined;
-  const ctx = (def: JobType<unknown>, payload: unknown): StepContext<unknown> => ({
-    job,
-    payload,
-    step: job.step,
-    checkpoint: job.checkpoint,
-    attempt: job.attempts,
-    signal: controller.signal,
-    sql,
-    now,
-  });
   try {
     if (!definition) {
-      error = `unknown job type "${job.type}": no handler is registered in this deployment`;
-      outcome = (await failJob(sql, job, error, { now: pinned() })) ? 'failed' : 'lost';
+      run.error = `unknown job type "${job.type}": no handler is registered in this deployment`;
+      outcome = (await failJob(sql, job, run.error, { now: run.pinned() })) ? 'failed' : 'lost';
     } else {
       const parsed = definition.payload.safeParse(job.payload);
       if (!parsed.success) {
-        error = `invalid payload: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`;
-        outcome = (await failJob(sql, job, error, { now: pinned() })) ? 'failed' : 'lost';
+        run.error = `invalid payload: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`;
+        outcome = (await failJob(sql, job, run.error, { now: run.pinned() })) ? 'failed' : 'lost';
       } else {
-        outcome = await execute(runner, definition, ctx(definition, parsed.data), job, () => leaseLost, (e) => (error = e), completions);
+        outcome = await execute(run, definition, new Context(run, parsed.data), completions);
       }
     }
   } catch (settleError) {
     // The database failed while settling: the lease expires and the job is claimed again.
-    error = `settle failed: ${errorText(settleError)}`;
+    run.error = `settle failed: ${errorText(settleError)}`;
     outcome = 'lost';
   } finally {
-    clearInterval(beat);
-    shutdown.removeEventListener('abort', onShutdown);
+    run.end();
   }
   runner.log?.({
     at: new Date().toISOString(),
@@ -237,47 +381,39 @@ export async function runStep(runner: Runner, job: Job, shutdown: AbortSignal, c
     outcome,
     durationMs: Date.now() - started,
     attempt: job.attempts,
-    ...(error ? { error } : {}),
+    ...(run.error ? { error: run.error } : {}),
   });
   return outcome;
 }
 
-async function execute(
-  runner: Runner,
-  definition: JobType<unknown>,
-  ctx: StepContext<unknown>,
-  job: Job,
-  leaseLost: () => boolean,
-  setError: (e: string) => void,
-  completions?: CompletionBatcher,
-): Promise<StepOutcome> {
-  const { sql } = runner;
-  const pinned = () => runner.clock?.();
+async function execute(run: StepRun, definition: JobType<unknown>, ctx: StepContext<unknown>, completions?: CompletionBatcher): Promise<StepOutcome> {
+  const { job } = run;
+  const { sql } = run.runner;
   try {
     if (job.cancelRequestedAt) {
       await definition.onCancel?.(ctx);
-      return (await settleCancelled(sql, job, { now: pinned() })) ? 'cancelled' : 'lost';
+      return (await settleCancelled(sql, job, { now: run.pinned() })) ? 'cancelled' : 'lost';
     }
     const result = await definition.run(ctx);
-    if (leaseLost()) return 'lost';
+    if (run.leaseLost) return 'lost';
     if (result.outcome === 'done') {
       if (!result.effect && completions) return (await completions.complete(job, result.result)) ? 'done' : 'lost';
-      return (await completeJob(sql, job, result.result, { now: pinned(), effect: result.effect })) ? 'done' : 'lost';
+      return (await completeJob(sql, job, result.result, { now: run.pinned(), effect: result.effect })) ? 'done' : 'lost';
     }
-    return (await continueJob(sql, job, result, { now: pinned(), effect: result.effect })) ? 'continued' : 'lost';
+    return (await continueJob(sql, job, result, { now: run.pinned(), effect: result.effect })) ? 'continued' : 'lost';
   } catch (thrown) {
-    if (leaseLost()) return 'lost';
+    if (run.leaseLost) return 'lost';
     const message = errorText(thrown);
-    setError(message);
+    run.error = message;
     if (ctx.signal.aborted && !(thrown instanceof PermanentError)) {
       // Shutdown cut the step short: hand the job back for immediate reclaim, attempt unspent.
-      return (await releaseOwnLease(sql, job, 'runner shut down mid-step', { now: pinned() })) ? 'released' : 'lost';
+      return (await releaseOwnLease(sql, job, 'runner shut down mid-step', { now: run.pinned() })) ? 'released' : 'lost';
     }
     let outcome: 'queued' | 'failed' | 'lost';
     if (thrown instanceof PermanentError) {
-      outcome = (await failJob(sql, job, message, { now: pinned() })) ? 'failed' : 'lost';
+      outcome = (await failJob(sql, job, message, { now: run.pinned() })) ? 'failed' : 'lost';
     } else {
-      outcome = await retryJob(sql, job, message, backoffMs(definition.retry, job.attempts), { now: pinned() });
+      outcome = await retryJob(sql, job, message, backoffMs(definition.retry, job.attempts), { now: run.pinned() });
     }
     if (outcome === 'failed' && definition.onFailed) {
       // Compensation is best effort: the job is already failed, and the cleanup sweep is the second net.

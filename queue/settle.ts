@@ -71,26 +71,13 @@ export interface Completion {
  */
 export async function completeJobs(sql: Queryable, completions: Completion[], options: { now?: Date } = {}): Promise<Set<string>> {
   if (completions.length === 0) return new Set();
-  const input = completions.map((c) => ({ id: c.job.id, token: c.job.leaseToken, result: c.result ?? null }));
-  const rows = await sql`
-    with input as (
-      select x.id, x.token, x.result from jsonb_to_recordset(${sql.json(input as unknown as Json)}::jsonb) as x(id uuid, token uuid, result jsonb)
-    ), upd as (
-      update worker.jobs j
-         set status = 'done', result = coalesce(x.result, 'null'::jsonb),
-             finished_at = coalesce(${options.now ?? null}::timestamptz, now()), locked_until = null, running_pool = null
-        from input x
-       -- Rows are found by primary key. IS NOT DISTINCT FROM states the same fence as = (status is
-       -- never null) but keeps the planner off jobs_lease_idx, whose predicate = would match: with
-       -- few running rows in its statistics it looks cheaper, and then walks every running job.
-       where j.id = any (array(select id from input)) and j.id = x.id and j.lease_token = x.token
-         and j.status is not distinct from 'running'
-      returning j.id, j.finished_at, j.attempts
-    ), ev as (
-      insert into worker.job_events (job_id, at, kind, detail)
-      select id, finished_at, 'done', jsonb_build_object('attempt', attempts) from upd)
-    select id from upd`;
+  const rows = await sql`select id from worker.complete_jobs(${sql.json(completionsJson(completions))}::jsonb, ${options.now ?? null}::timestamptz)`;
   return new Set(rows.map((r) => r.id as string));
+}
+
+/** The p_done argument of worker.complete_jobs and worker.settle_and_claim. */
+export function completionsJson(completions: Completion[]): Json {
+  return completions.map((c) => ({ id: c.job.id, token: c.job.leaseToken, result: c.result ?? null }));
 }
 
 export interface ContinueInput {

@@ -34,25 +34,33 @@ try {
         `idle poll ${settings.idlePollMs} ms; burn-down ${args.jobs} jobs; steady ${args.rate}/s for ${args.seconds} s; ` +
         `${args.runs} runs per cell, fresh database per run`,
     );
-    const cells: SystemCell[] = systems.map((s) => ({ name: s.name, version: s.version, config: s.describe(settings), burnDown: [], steady: [] }));
+    const cells: SystemCell[] = systems.map((s) => ({ name: s.name, version: s.version, config: s.describe(settings), burnDown: [], steady: [], failures: [] }));
     for (const s of systems) console.log(`  ${s.name} ${s.version}: ${s.describe(settings)}`);
     // Runs interleave across systems so drift on a shared machine spreads over all of them.
     for (const mode of args.modes) {
       for (let run = 1; run <= args.runs; run++) {
         for (const [i, system] of systems.entries()) {
           const cell = cells[i]!;
-          if (mode === 'burn-down') {
-            const r = await burnDown(server, system, settings, args.jobs);
-            cell.burnDown.push(r);
-            console.log(
-              `  burn-down ${system.name} run ${run}: ${Math.round(r.jobsPerSec)} jobs/s (${r.seconds.toFixed(2)} s), ` +
-                `CPU per 1k jobs: postgres ${r.cpu.postgresMs?.toFixed(0) ?? '?'} ms, node ${r.cpu.nodeMs.toFixed(0)} ms` +
-                `${r.extraRuns ? `, ${r.extraRuns} extra runs` : ''}`,
-            );
-          } else {
-            const r = await steady(server, system, settings, { rate: args.rate, seconds: args.seconds });
-            cell.steady.push(r);
-            console.log(`  steady ${system.name} run ${run}: p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms, max ${r.maxMs.toFixed(1)} ms (${Math.round(r.offeredPerSec)}/s offered)`);
+          try {
+            if (mode === 'burn-down') {
+              const r = await burnDown(server, system, settings, args.jobs);
+              cell.burnDown.push(r);
+              console.log(
+                `  burn-down ${system.name} run ${run}: ${Math.round(r.jobsPerSec)} jobs/s (${r.seconds.toFixed(2)} s), ` +
+                  `CPU per 1k jobs: postgres ${r.cpu.postgresMs?.toFixed(0) ?? '?'} ms, node ${r.cpu.nodeMs.toFixed(0)} ms` +
+                  `${r.extraRuns ? `, ${r.extraRuns} extra runs` : ''}`,
+              );
+            } else {
+              const r = await steady(server, system, settings, { rate: args.rate, seconds: args.seconds });
+              cell.steady.push(r);
+              console.log(
+                `  steady ${system.name} run ${run}: p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms, ` +
+                  `max ${r.maxMs.toFixed(1)} ms (${Math.round(r.offeredPerSec)}/s offered)`,
+              );
+            }
+          } catch (error) {
+            cell.failures.push(`${mode} run ${run}: ${(error as Error).message}`);
+            console.log(`  ${mode} ${system.name} run ${run} FAILED: ${(error as Error).message}`);
           }
         }
       }

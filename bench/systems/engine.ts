@@ -4,7 +4,7 @@ import { enqueue, enqueueBatch } from '../../queue/enqueue.ts';
 import { migrate } from '../../queue/migrate.ts';
 import { defineJobType, done, JobRegistry } from '../../queue/registry.ts';
 import { runSteps } from '../../queue/runner.ts';
-import { loopsFor, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
+import { loopsFor, PRODUCER_CONNECTIONS, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
 
 export const NOOP_TYPE = 'bench_noop';
 const BULK_CHUNK = 5_000;
@@ -54,7 +54,7 @@ export function engineSystem(version: string): BenchSystem {
           }
         },
         async openProducer() {
-          const p = (producer = connect(url, { max: 2, applicationName: 'bench-producer' }));
+          const p = (producer = connect(url, { max: PRODUCER_CONNECTIONS, applicationName: 'bench-producer' }));
           await p`select 1`;
           return async (payload) => {
             await enqueue(p, { type: NOOP_TYPE, payload: payload as Record<string, number> });

@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import { loopsFor, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
+import { loopsFor, PRODUCER_CONNECTIONS, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
 
 /**
  * The physical reference: the least a SKIP LOCKED queue that keeps its rows can do. Each loop claims
@@ -45,7 +45,7 @@ export function floorSystem(): BenchSystem {
           await sql`insert into floor_jobs (payload) select '{}'::jsonb from generate_series(1, ${n}::int)`;
         },
         async openProducer() {
-          const p = (producer = postgres(url, { max: 2, onnotice: () => {}, connection: { application_name: 'bench-producer' } }));
+          const p = (producer = postgres(url, { max: PRODUCER_CONNECTIONS, onnotice: () => {}, connection: { application_name: 'bench-producer' } }));
           await p`select 1`;
           return async (payload) => {
             await p`insert into floor_jobs (payload) values (${p.json(payload as postgres.JSONValue)})`;

@@ -1,5 +1,5 @@
 import { Logger, makeWorkerUtils, run, runMigrations, type Runner, type WorkerUtils } from 'graphile-worker';
-import type { BenchSettings, BenchSystem, NoopPayload, SystemInstance } from './types.ts';
+import { PRODUCER_CONNECTIONS, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
 
 const TASK = 'noop';
 const BULK_CHUNK = 5_000;
@@ -33,7 +33,7 @@ export function graphileSystem(version: string): BenchSystem {
     async install(url, settings) {
       await runMigrations({ preset: preset(url, settings) });
       let utils: WorkerUtils | undefined;
-      const producer = async () => (utils ??= await makeWorkerUtils({ connectionString: url, maxPoolSize: 2, logger: quiet }));
+      const producer = async () => (utils ??= await makeWorkerUtils({ connectionString: url, maxPoolSize: PRODUCER_CONNECTIONS, logger: quiet }));
       let runner: Runner | undefined;
       const instance: SystemInstance = {
         unsettledSql: `select count(*)::int as n from graphile_worker._private_jobs`,

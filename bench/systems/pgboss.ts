@@ -1,5 +1,5 @@
 import { PgBoss } from 'pg-boss';
-import { loopsFor, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
+import { loopsFor, PRODUCER_CONNECTIONS, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
 
 const QUEUE = 'noop';
 const BULK_CHUNK = 5_000;
@@ -51,7 +51,7 @@ export function pgBossSystem(version: string): BenchSystem {
           }
         },
         async openProducer() {
-          const p = (producer = new PgBoss({ ...options(url, 2), migrate: false, application_name: 'bench-producer' }));
+          const p = (producer = new PgBoss({ ...options(url, PRODUCER_CONNECTIONS), migrate: false, application_name: 'bench-producer' }));
           p.on('error', (e) => console.error('pg-boss producer error:', e));
           await p.start();
           return async (payload) => {

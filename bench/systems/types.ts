@@ -11,6 +11,9 @@ export interface BenchSettings {
   idlePollMs: number;
 }
 
+/** Connections of the steady-mode producer, apart from the workers' (the same for every system). */
+export const PRODUCER_CONNECTIONS = 4;
+
 /** A no-op job's payload: in steady mode, when it was enqueued (performance.now() of this process). */
 export interface NoopPayload {
   t?: number;
