@@ -1,0 +1,146 @@
+import { spawn } from 'node:child_process';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { claimJobs, claimLeaderLease, enqueue, retryJob } from '../../queue/index.ts';
+import { isLocalDatabase } from '../../scripts/ops.ts';
+import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+/** `npm run ops -- …` as a child process, against this file's database unless told otherwise. */
+function ops(args: string[], databaseUrl = db.url): Promise<{ code: number | null; out: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/ops.ts', ...args], {
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  return new Promise((resolve) => child.on('exit', (code) => resolve({ code, out })));
+}
+
+const statusOf = async (id: string) => (await db.sql`select status from worker.jobs where id = ${id}`)[0]!.status as string;
+
+async function queuedJob(text: string): Promise<string> {
+  return (await enqueue(db.sql, { type: 'uppercase', payload: { text }, delayMs: 3_600_000 })).job.id;
+}
+
+/** A job running on host-9:ops for `sinceMs`, with a live lease. */
+async function runningJob(text: string, sinceMs = 0): Promise<string> {
+  const id = await queuedJob(text);
+  await db.sql`update worker.jobs set status = 'running', attempts = 1, locked_by = 'host-9:ops', lease_token = gen_random_uuid(),
+                 started_at = now() - make_interval(secs => ${sinceMs / 1000}), claimed_at = now() - make_interval(secs => ${sinceMs / 1000}),
+                 locked_until = now() + interval '2 minutes' where id = ${id}`;
+  return id;
+}
+
+const MISSING = '00000000-0000-4000-8000-000000000000';
+
+describe('npm run ops: errors', () => {
+  it('lists the commands for an unknown command, and says what is missing', async () => {
+    const unknown = await ops(['frobnicate']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.out).toContain('error: unknown command "frobnicate"');
+    for (const c of ['depth', 'lease', 'running', 'stuck', 'requeue <id>', 'fail <id> --reason', 'cancel <id>', 'release-lease <id>', 'leader-release', 'rescue']) {
+      expect(unknown.out).toContain(c);
+    }
+    // independent refusals, run side by side
+    const [noId, notId, noReason, extra, flag, olderThan, missing] = await Promise.all([
+      ops(['requeue']), ops(['cancel', 'job-17']), ops(['fail', MISSING]), ops(['depth', 'extra']), ops(['depth', '--colour']),
+      ops(['stuck', '--older-than', 'soon']), ops(['requeue', MISSING]),
+    ]);
+    expect(noId).toMatchObject({ code: 2, out: expect.stringContaining('error: requeue needs a job id: npm run ops -- requeue <id>') });
+    expect(notId).toMatchObject({ code: 2, out: expect.stringContaining('"job-17" is not a job id') });
+    expect(noReason).toMatchObject({ code: 2, out: expect.stringContaining('fail needs a reason') });
+    expect(extra).toMatchObject({ code: 2, out: expect.stringContaining('depth takes no argument') });
+    expect(flag).toMatchObject({ code: 2, out: expect.stringContaining("Unknown option '--colour'") });
+    expect(olderThan).toMatchObject({ code: 2, out: expect.stringContaining('--older-than must be') });
+    expect(missing).toMatchObject({ code: 1, out: expect.stringContaining(`error: no job ${MISSING}`) });
+    expect((await ops(['help'])).code).toBe(0);
+  });
+
+  it('refuses fail and cancel on a database that is not local unless --force, before connecting', async () => {
+    const id = await queuedJob('far away');
+    const remote = 'postgres://ops@db.example.com:5432/starbase';
+    const fail = await ops(['fail', id, '--reason', 'nope'], remote);
+    expect(fail.code).toBe(2);
+    expect(fail.out).toContain('error: refusing to fail a job on db.example.com: it is not a local database');
+    expect(fail.out).toContain('--force');
+    expect((await ops(['cancel', id], remote)).out).toContain('refusing to cancel a job on db.example.com');
+    // 0.0.0.0 is not on the local list, yet reaches this machine: --force goes through
+    const viaAny = db.url.replace('127.0.0.1', '0.0.0.0');
+    expect((await ops(['cancel', id], viaAny)).code).toBe(2);
+    expect(await ops(['cancel', id, '--force'], viaAny)).toMatchObject({ code: 0, out: expect.stringContaining(`cancelled ${id}`) });
+    expect(await statusOf(id)).toBe('cancelled');
+  });
+
+  it('tells local databases from the rest', () => {
+    for (const url of ['postgres://u@127.0.0.1:5432/d', 'postgres://u@localhost/d', 'postgres://u@[::1]:5432/d', 'postgres:///d?host=/var/run/postgresql', 'postgres://%2Ftmp%2Fpg/d']) {
+      expect(isLocalDatabase(url), url).toBe(true);
+    }
+    for (const url of ['postgres://u@db.example.com/d', 'postgres://u@10.0.0.5/d', 'postgres:///d?host=db.internal', 'postgres://u@127.0.0.1.example.com/d', 'not a url']) {
+      expect(isLocalDatabase(url), url).toBe(false);
+    }
+  });
+});
+
+describe('npm run ops: views', () => {
+  it('depth, lease, running and stuck', async () => {
+    await claimLeaderLease(db.sql, 'pool-ops');
+    await runningJob('slow one', 3 * 3_600_000);
+    await queuedJob('waiting');
+    const depth = await ops(['depth']);
+    expect(depth.code).toBe(0);
+    expect(depth.out).toMatch(/queued\s+uppercase\s+\d+/);
+    expect((await ops(['lease'])).out).toMatch(/pool-ops\s+1\s/);
+    expect((await ops(['running'])).out).toMatch(/uppercase\s+start\s+host-9:ops\s+3h0m/);
+    const stuck = await ops(['stuck']);
+    expect(stuck.out).toContain('stuck (running > 2h0m)');
+    expect(stuck.out).toMatch(/uppercase\s+start\s+host-9:ops\s+3h0m/);
+    expect((await ops(['stuck', '--older-than', String(4 * 3_600_000)])).out).toContain('(none)');
+    const inspect = await ops(['inspect']);
+    expect(inspect.out).toContain('queue depth');
+    expect(inspect.out).toContain('leader lease');
+  });
+});
+
+describe('npm run ops: operations', () => {
+  it('requeue a poison job (resolving its alert), fail, cancel, release a lease, release the leader, rescue', async () => {
+    const { job: poison } = await enqueue(db.sql, { type: 'fail', payload: {}, maxAttempts: 1, priority: 0 });
+    const [claimed] = await claimJobs(db.sql, { workerId: 'w', limit: 1 });
+    expect(claimed!.id).toBe(poison.id);
+    await retryJob(db.sql, claimed!, 'boom', 0);
+    expect(await ops(['requeue', poison.id])).toMatchObject({ code: 0, out: expect.stringContaining(`requeued ${poison.id} (was failed)`) });
+    expect(await statusOf(poison.id)).toBe('queued');
+    const [alert] = await db.sql`select resolved_at from worker.alerts where kind = 'poison_job' and job_id = ${poison.id}`;
+    expect(alert!.resolved_at).toBeInstanceOf(Date);
+    const again = await ops(['requeue', poison.id]);
+    expect(again).toMatchObject({ code: 1, out: expect.stringContaining(`cannot requeue job ${poison.id}: it is queued`) });
+    await db.sql`update worker.jobs set status = 'cancelled', finished_at = now() where id = ${poison.id}`;
+
+    const doomed = await queuedJob('doomed');
+    expect(await ops(['fail', doomed, '--reason', 'bad input upstream'])).toMatchObject({ code: 0, out: expect.stringContaining(`failed ${doomed}: bad input upstream`) });
+    expect(await statusOf(doomed)).toBe('failed');
+
+    const unwanted = await queuedJob('unwanted');
+    expect((await ops(['cancel', unwanted, '--reason', 'not needed'])).out).toContain(`cancelled ${unwanted}`);
+    const started = await runningJob('started');
+    expect((await ops(['cancel', started])).out).toContain(`cancel requested for ${started} (running)`);
+
+    const held = await runningJob('held');
+    expect(await ops(['release-lease', held])).toMatchObject({ code: 0, out: expect.stringContaining(`released the lease of ${held} (owner host-9:ops)`) });
+    expect(await statusOf(held)).toBe('queued');
+
+    await claimLeaderLease(db.sql, 'pool-ops');
+    expect((await ops(['leader-release'])).out).toContain('expired the leader lease (holder pool-ops)');
+    const [lease] = await db.sql`select expires_at < now() as expired from worker.leader_lease where name = 'default'`;
+    expect(lease!.expired).toBe(true);
+
+    const crashed = await runningJob('crashed');
+    await db.sql`update worker.jobs set locked_until = now() - interval '1 second' where id = ${crashed}`;
+    expect((await ops(['rescue'])).out).toMatch(/rescue: requeued [1-9]\d*, failed 0, oom_killed 0/);
+    expect(await statusOf(crashed)).toBe('queued');
+  });
+});
