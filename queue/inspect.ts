@@ -28,7 +28,9 @@ export function decodeCursor(cursor: string): { createdAt: Date; id: string } | 
   try {
     const [at, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as [string, string];
     const createdAt = new Date(at);
-    if (Number.isNaN(createdAt.getTime()) || typeof id !== 'string' || !/^[0-9a-f-]{36}$/i.test(id)) return null;
+    // a cursor holds a row's created_at: a time Postgres cannot represent (before year 1, past 9999) is no cursor of ours
+    const year = createdAt.getUTCFullYear();
+    if (Number.isNaN(createdAt.getTime()) || year < 1 || year > 9999 || typeof id !== 'string' || !/^[0-9a-f-]{36}$/i.test(id)) return null;
     return { createdAt, id };
   } catch {
     return null;

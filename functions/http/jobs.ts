@@ -6,18 +6,22 @@ import {
   releaseJobLease, requeueJob, rescheduleJob, setJobPriority, type EnqueueInput, type JsonObject,
 } from '../../queue/index.ts';
 import { requireScope } from './auth.ts';
-import { readJson } from './body.ts';
+import { readJson, storableText } from './body.ts';
 import { invocationOf, type AppEnv } from './context.ts';
 import { errorBody, HttpError } from './errors.ts';
 import { eventJson, jobJson } from './serialize.ts';
 
 const key = z.string().min(1).max(200);
+/** An ISO time Postgres can store: ISO allows year 0000, timestamptz starts at year 1 (4713 BC aside). */
+const runAtField = z.iso
+  .datetime({ offset: true })
+  .refine((s) => new Date(s).getUTCFullYear() >= 1, 'runAt must be in year 1 or later');
 export const enqueueSchema = z
   .strictObject({
     type: z.string().min(1).max(63),
     payload: z.record(z.string(), z.unknown()).optional(),
     priority: z.number().int().min(0).max(1000).optional(),
-    runAt: z.iso.datetime({ offset: true }).optional(),
+    runAt: runAtField.optional(),
     delayMs: z.number().int().min(0).max(365 * 86_400_000).optional(),
     maxAttempts: z.number().int().min(1).max(100).optional(),
     dedupeKey: key.optional(),
@@ -62,7 +66,7 @@ jobs.post('/v1/jobs', requireScope('enqueue'), bodyLimit({ maxSize: SINGLE_MAX, 
 
 const listQuery = z.strictObject({
   status: z.enum(JOB_STATUSES).optional(),
-  type: z.string().min(1).max(63).optional(),
+  type: z.string().min(1).max(63).refine(storableText, 'contains a NUL character or an unpaired UTF-16 surrogate').optional(),
   limit: z.coerce.number().int().min(1).max(500).optional(),
   cursor: z.string().max(200).optional(),
 });
@@ -112,7 +116,7 @@ jobs.post('/v1/jobs/:id/fail', requireScope('admin'), action, async (c) => {
 jobs.post('/v1/jobs/:id/reschedule', requireScope('admin'), action, async (c) => {
   const body = await readJson(
     c,
-    z.strictObject({ runAt: z.iso.datetime({ offset: true }).optional(), delayMs: z.number().int().min(0).max(365 * 86_400_000).optional() })
+    z.strictObject({ runAt: runAtField.optional(), delayMs: z.number().int().min(0).max(365 * 86_400_000).optional() })
       .refine((b) => (b.runAt === undefined) !== (b.delayMs === undefined), { message: 'give exactly one of runAt or delayMs', path: ['runAt'] }),
   );
   const inv = await invocationOf(c);

@@ -4,9 +4,17 @@
  */
 const SECRET_KEY = /(secret|password|passwd|token|api[-_]?key|private[-_]?key|connection[-_]?string|credential|authorization|dsn)/i;
 export const REDACTED = '[redacted]';
+export const TOO_DEEP = '[nested too deep]';
+const MAX_DEPTH = 32;
 
+/**
+ * A copy with secret-named values replaced. A subtree nested deeper than 32 levels is elided, not
+ * passed through: a secret hidden below the limit is never shown, and the copy stays shallow
+ * enough to serialize (a payload enqueued from SQL may nest thousands of levels).
+ */
 export function redactSecrets<T>(value: T, depth = 0): T {
-  if (depth > 32 || value === null || typeof value !== 'object') return value;
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > MAX_DEPTH) return TOO_DEEP as T;
   if (Array.isArray(value)) return value.map((v) => redactSecrets(v, depth + 1)) as T;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
