@@ -9,7 +9,8 @@ import { jobs } from './http/jobs.ts';
 import { metrics } from './http/metrics.ts';
 import { provisioning } from './http/provisioning.ts';
 import { webhooks } from './http/webhooks.ts';
-import { drain } from './invocation.ts';
+import { drain, envSecrets } from './invocation.ts';
+import { scrubText } from './lib/redact.ts';
 
 /**
  * The HTTP API. Each request's database client is opened on first use and closed after the
@@ -42,6 +43,19 @@ export function createApp() {
         );
       }
     }
+  });
+
+  // Every JSON answer passes the env's secret scrubber: redaction by key name cannot catch a
+  // configured secret echoed in an error message or stored under an innocent key.
+  app.use('*', async (c, next) => {
+    await next();
+    if (!c.res.headers.get('content-type')?.startsWith('application/json')) return;
+    const text = await c.res.clone().text();
+    const scrubbed = scrubText(text, envSecrets(c.env));
+    if (scrubbed === text) return;
+    const { status, headers } = c.res;
+    c.res = undefined;
+    c.res = new Response(scrubbed, { status, headers });
   });
 
   app.route('/', health);

@@ -2,6 +2,9 @@ import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import { ConflictError, NotFoundError, ValidationError } from '../../queue/index.ts';
+import type { WorkerEnv } from '../config.ts';
+import { envSecrets } from '../invocation.ts';
+import { scrubText } from '../lib/redact.ts';
 
 /** Every error answer: {error: {code, message, field?}}. */
 export class HttpError extends Error {
@@ -53,6 +56,7 @@ export function respondError(c: Context, error: unknown) {
   const known = toHttpError(error);
   if (known?.status === 503) c.header('Retry-After', '5');
   if (known) return c.json(errorBody(known.code, known.message, known.field), known.status);
-  console.error(JSON.stringify({ level: 'error', msg: 'unhandled error', error: (error as Error)?.message ?? String(error) }));
+  const line = JSON.stringify({ level: 'error', msg: 'unhandled error', error: (error as Error)?.message ?? String(error) });
+  console.error(scrubText(line, envSecrets((c.env ?? {}) as WorkerEnv)));
   return c.json(errorBody('internal', 'internal error'), 500);
 }
