@@ -20,12 +20,12 @@ export interface BenchArgs {
 const USAGE = `npm run bench -- [options]
   --jobs N            burn-down jobs (default 50000)
   --runs N            runs per cell; the median is reported (default 3)
-  --connections N     database connections per system (default 8)
+  --connections N     database connections per system (default 4)
   --concurrency N     jobs in flight per system (default 256)
-  --batch N           jobs per claim for loop-based systems (default 32)
+  --batch N           jobs per claim for loop-based systems (default 128)
   --idle-poll-ms N    idle poll interval where a system polls (default 25)
   --mode M            burn-down | steady | both (default both)
-  --rate N            steady: jobs enqueued per second, one at a time (default 200)
+  --rate N            steady: jobs enqueued per second, one at a time (default 100)
   --seconds N         steady: how long (default 10)
   --only a,b          systems: starbase, graphile-worker, pg-boss, raw-floor
   --scale             the scale check instead (empty table vs. loaded table)
@@ -68,15 +68,15 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   if (!['burn-down', 'steady', 'both'].includes(mode)) throw new Error(`--mode must be burn-down, steady or both\n\n${USAGE}`);
   return {
     settings: {
-      connections: int('connections', values.connections, 8, 2),
+      connections: int('connections', values.connections, 4, 2),
       concurrency: int('concurrency', values.concurrency, 256),
-      batch: int('batch', values.batch, 32),
+      batch: int('batch', values.batch, 128),
       idlePollMs: int('idle-poll-ms', values['idle-poll-ms'], 25),
     },
     jobs: int('jobs', values.jobs, 50_000),
     runs: int('runs', values.runs, 3),
     modes: mode === 'both' ? ['burn-down', 'steady'] : [mode as 'burn-down' | 'steady'],
-    rate: int('rate', values.rate, 200),
+    rate: int('rate', values.rate, 100),
     seconds: int('seconds', values.seconds, 10),
     only: values.only ? values.only.split(',').map((s) => s.trim()) : null,
     scale: values.scale ?? false,

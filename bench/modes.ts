@@ -36,6 +36,9 @@ async function withInstance<T>(
   const db = await server.freshDatabase(system.name);
   const probe = postgres(db.url, { max: 1, onnotice: () => {} });
   let instance: SystemInstance | undefined;
+  fault = null;
+  process.on('uncaughtException', recordFault);
+  process.on('unhandledRejection', recordFault);
   try {
     instance = await system.install(db.url, settings);
     return await body(instance, probe);
@@ -43,6 +46,8 @@ async function withInstance<T>(
     await instance?.close().catch((e) => console.error(`${system.name}: close failed:`, e));
     await probe.end({ timeout: 5 });
     await db.drop();
+    process.off('uncaughtException', recordFault);
+    process.off('unhandledRejection', recordFault);
   }
 }
 
@@ -56,8 +61,9 @@ async function unsettled(probe: postgres.Sql, instance: SystemInstance): Promise
  * a listener). It fails the run under way instead of the whole bench.
  */
 let fault: unknown = null;
-process.on('uncaughtException', (error) => (fault = error));
-process.on('unhandledRejection', (error) => (fault = error));
+const recordFault = (error: unknown) => {
+  fault = error;
+};
 
 function raiseFault(): void {
   if (fault === null) return;

@@ -11,7 +11,7 @@ import { NOOP_TYPE, noopRegistry } from './systems/engine.ts';
 import { loopsFor } from './systems/types.ts';
 
 /** Sequential claims timed per scenario (each of `batch` jobs, settled untimed). */
-const CLAIM_SAMPLES = 100;
+const CLAIM_SAMPLES = 50;
 /** Jobs drained by the runners per measurement. */
 const DRAIN_JOBS = 20_000;
 const LOAD_CHUNK = 100_000;

@@ -44,18 +44,19 @@ end $$;
 
 -- A runner's round trip: write its finished steps' completions, then claim its next jobs, in one
 -- statement and one commit. The claim runs after the completions, so it sees those jobs done
--- (pool capacity, per-key limits, dedupe keys). One jsonb value comes back,
--- {settled: [ids whose fence held], jobs: [claimed rows as to_jsonb]}: one value to parse instead
--- of thirty-odd text columns per job.
+-- (pool capacity, per-key limits, dedupe keys). One json value comes back,
+-- {settled: [ids whose fence held], jobs: [claimed rows]}: one value for the client to parse
+-- instead of thirty-odd text columns per job. json, not jsonb: the rows are written out as text
+-- once, without building (and key-sorting) a jsonb tree for every claimed row first.
 create function worker.settle_and_claim(p_done jsonb, p_worker text, p_pool text, p_limit int, p_now timestamptz default null)
-returns jsonb language plpgsql as $$
+returns json language plpgsql as $$
 declare
-  v_settled jsonb := '[]'::jsonb;
-  v_jobs    jsonb;
+  v_settled json := '[]'::json;
+  v_jobs    json;
 begin
   if jsonb_array_length(coalesce(p_done, '[]'::jsonb)) > 0 then
-    select coalesce(jsonb_agg(c.id), '[]'::jsonb) into v_settled from worker.complete_jobs(p_done, p_now) c;
+    select coalesce(json_agg(c.id), '[]'::json) into v_settled from worker.complete_jobs(p_done, p_now) c;
   end if;
-  select coalesce(jsonb_agg(to_jsonb(j)), '[]'::jsonb) into v_jobs from worker.claim_jobs(p_worker, p_pool, p_limit, p_now) j;
-  return jsonb_build_object('settled', v_settled, 'jobs', v_jobs);
+  select coalesce(json_agg(j), '[]'::json) into v_jobs from worker.claim_jobs(p_worker, p_pool, p_limit, p_now) j;
+  return json_build_object('settled', v_settled, 'jobs', v_jobs);
 end $$;

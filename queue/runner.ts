@@ -42,13 +42,20 @@ export interface RunOptions {
   /** Shutdown: stop claiming; in-flight steps get `graceMs`, then are aborted and their leases released. */
   signal?: AbortSignal;
   graceMs?: number;
-  /** When nothing is due: wait this long and look again (a long-running worker); absent: return. */
+  /**
+   * When nothing is due: look again later (a long-running worker); absent: return. This is the
+   * longest wait: right after work was found the runner looks again within 2 ms, doubling the wait
+   * while claims come back empty, so a steady trickle of jobs starts fast and an idle runner polls
+   * every idleWaitMs.
+   */
   idleWaitMs?: number;
 }
 
 export type RunCounts = Record<StepOutcome, number> & { claimed: number };
 
 const ABORT_GRACE_DEFAULT_MS = 10_000;
+/** The first idle wait after a claim that found work; it doubles while claims come back empty. */
+const IDLE_FIRST_WAIT_MS = 2;
 
 /**
  * Claim → run one step per job (with an AbortSignal and a heartbeat) → settle, until the budget
@@ -74,6 +81,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
     resolve?.();
   };
 
+  let idleDelay = IDLE_FIRST_WAIT_MS;
   const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs;
   const running = () => inflight.size - completions.waiting;
   try {
@@ -94,6 +102,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
         completions.settle(finished, result.settled);
         claimed = result.jobs;
         counts.claimed += claimed.length;
+        if (claimed.length > 0) idleDelay = IDLE_FIRST_WAIT_MS;
         for (const job of claimed) {
           const p: Promise<void> = runStep(runner, job, shutdown.signal, completions)
             .then((outcome) => {
@@ -117,7 +126,9 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
         // one batch, not a trickle of ones.
         await new Promise((resolve) => setTimeout(resolve, 0));
       } else if (options.idleWaitMs !== undefined) {
-        await sleep(options.idleWaitMs, options.signal);
+        // Work came in recently: look again soon, backing off to idleWaitMs while nothing comes.
+        await sleep(Math.min(idleDelay, options.idleWaitMs), options.signal);
+        idleDelay *= 2;
       } else {
         break; // nothing due and nothing running: drained
       }
