@@ -139,9 +139,16 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
     completions.detach();
     options.signal?.removeEventListener('abort', onAbort);
   }
-  if (alertsPending && runner.alerts) await deliverPendingAlerts(runner.sql, runner.alerts);
+  if (alertsPending && runner.alerts) {
+    // An alert that cannot be sent now stays pending (notified_at null) for the next pass; it must
+    // not cost this run its counts.
+    await deliverPendingAlerts(runner.sql, runner.alerts).catch(() => {});
+  }
   return counts;
 }
+
+/** The longest a thrown error's retryAfterMs may push a retry out. */
+const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -424,7 +431,12 @@ async function execute(run: StepRun, definition: JobType<unknown>, ctx: StepCont
     if (thrown instanceof PermanentError) {
       outcome = (await failJob(sql, job, message, { now: run.pinned() })) ? 'failed' : 'lost';
     } else {
-      outcome = await retryJob(sql, job, message, backoffMs(definition.retry, job.attempts), { now: run.pinned() });
+      // An error may say when to try again (a provider's 429 Retry-After); else the type's backoff.
+      const hinted = (thrown as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+      const delayMs = typeof hinted === 'number' && hinted >= 0 ? Math.min(hinted, MAX_RETRY_AFTER_MS) : backoffMs(definition.retry, job.attempts);
+      // A failing cancel hook backs off like any step; a failing step with a cancel pending is due
+      // at once, so the hook runs next.
+      outcome = await retryJob(sql, job, message, delayMs, { now: run.pinned(), cancelDueNow: !job.cancelRequestedAt });
     }
     if (outcome === 'failed' && definition.onFailed) {
       // Compensation is best effort: the job is already failed, and the cleanup sweep is the second net.

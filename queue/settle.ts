@@ -119,14 +119,21 @@ export type RetryOutcome = 'queued' | 'failed' | 'lost';
  * retry: back to queued after `delayMs` while attempts < max_attempts; otherwise failed with
  * last_error and an open poison_job alert (same statement).
  */
-export async function retryJob(sql: Queryable, job: Fenced, error: string, delayMs: number, options: { now?: Date } = {}): Promise<RetryOutcome> {
+export async function retryJob(
+  sql: Queryable,
+  job: Fenced,
+  error: string,
+  delayMs: number,
+  options: { now?: Date; /** a pending cancel makes the retry due at once (default) */ cancelDueNow?: boolean } = {},
+): Promise<RetryOutcome> {
   const now = options.now ?? null;
+  const cancelDueNow = options.cancelDueNow ?? true;
   const [row] = await sql`
     with upd as (
       update worker.jobs j
          set status = case when j.attempts >= j.max_attempts then 'failed' else 'queued' end,
              last_error = ${error}, locked_until = null, running_pool = null,
-             run_at = case when j.cancel_requested_at is not null then coalesce(${now}::timestamptz, now())
+             run_at = case when ${cancelDueNow}::boolean and j.cancel_requested_at is not null then coalesce(${now}::timestamptz, now())
                            else coalesce(${now}::timestamptz, now()) + make_interval(secs => ${delayMs}::bigint / 1000.0) end,
              finished_at = case when j.attempts >= j.max_attempts then coalesce(${now}::timestamptz, now()) end
        where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.status = 'running'

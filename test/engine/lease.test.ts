@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  claimJobs, completeJob, continueJob, defineJobType, deliverPendingAlerts, done, enqueue, getJob, heartbeat, JobRegistry,
+  claimJobs, completeJob, continueJob, defineJobType, deliverPendingAlerts, done, enqueue, getJob, heartbeat, JobRegistry, next,
   rescueExpiredLeases, retryJob, runSteps, sampleJobTypes, type AlertMessage,
 } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
@@ -149,5 +149,48 @@ describe('concurrent runners', () => {
              (select count(*)::int from worker.job_events e where e.kind = 'done' and e.job_id in (select id from worker.jobs where payload->>'text' like 'c%')) as done_events
         from worker.jobs where payload->>'text' like 'c%' and status = 'done'`;
     expect(row).toEqual({ jobs: 2000, results: 2000, done_events: 2000 });
+  });
+});
+
+describe('retry timing from the error', () => {
+  it("uses a thrown error's retryAfterMs (a provider's Retry-After) instead of the backoff", async () => {
+    const rateLimited = defineJobType({
+      type: 'fail',
+      payload: z.object({}),
+      async run() {
+        throw Object.assign(new Error('429 Too Many Requests'), { retryAfterMs: 7000 });
+      },
+    });
+    const registry = new JobRegistry([rateLimited, ...sampleJobTypes.filter((t) => t.type !== 'fail')]);
+    const { job } = await enqueue(db.sql, { type: 'fail', payload: {}, priority: 0, maxAttempts: 5 }, { now: at(0) });
+    await runSteps({ sql: db.sql, registry, workerId: 'w', clock: () => at(10) }, { maxJobs: 1 });
+    const after = (await getJob(db.sql, job.id))!.job;
+    expect(after).toMatchObject({ status: 'queued', lastError: '429 Too Many Requests' });
+    expect(after.runAt.getTime()).toBe(at(10 + 7000).getTime());
+    await db.sql`update worker.jobs set status = 'cancelled', finished_at = now() where id = ${job.id}`;
+  });
+
+  it('a failing cancel hook backs off instead of retrying at once', async () => {
+    const stubborn = defineJobType({
+      type: 'countdown',
+      payload: z.object({ n: z.number() }),
+      retry: { baseMs: 4000, maxMs: 4000 },
+      async run() {
+        return next('wait', { delayMs: 60_000 });
+      },
+      async onCancel() {
+        throw new Error('provider unavailable');
+      },
+    });
+    const registry = new JobRegistry([stubborn, ...sampleJobTypes.filter((t) => t.type !== 'countdown')]);
+    const { job } = await enqueue(db.sql, { type: 'countdown', payload: { n: 1 }, priority: 0 }, { now: at(0) });
+    await runSteps({ sql: db.sql, registry, workerId: 'w', clock: () => at(10) }, { maxJobs: 1 });
+    const { cancelJob } = await import('../../queue/index.ts');
+    await cancelJob(db.sql, job.id, 'stop', { now: at(20) });
+    await runSteps({ sql: db.sql, registry, workerId: 'w', clock: () => at(30) }, { maxJobs: 1 });
+    const after = (await getJob(db.sql, job.id))!.job;
+    expect(after).toMatchObject({ status: 'queued', lastError: 'provider unavailable' });
+    expect(after.runAt.getTime()).toBeGreaterThanOrEqual(at(30 + 2000).getTime());
+    await db.sql`update worker.jobs set status = 'cancelled', finished_at = now() where id = ${job.id}`;
   });
 });
