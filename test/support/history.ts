@@ -69,8 +69,10 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
     let status = 'queued';
     let attempts = 0;
     let crashes = 0;
-    // the weight it was enqueued at: the first escalation's origin, else where it still is
-    let weight: string = evs.find((e) => e.kind === 'escalated')?.detail.from ?? job.weight;
+    // the weight it was enqueued at: the first escalation's origin; light if the rescue failed it
+    // (which moves the weight up too, without an escalated event); else where it still is
+    const failedByRescue = evs.some((e) => e.kind === 'failed' && e.detail.reason === 'lease expired');
+    let weight: string = evs.find((e) => e.kind === 'escalated')?.detail.from ?? (failedByRescue ? 'light' : job.weight);
     let weightAtExpiry = weight;
     let dones = 0;
     let started = false;
@@ -130,6 +132,8 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
           if (e.detail.reason === 'lease expired') {
             if (prev?.kind !== 'lease_expired') fail('failed by the rescue without a lease_expired before it');
             if (attempts < job.max_attempts) fail(`failed by the rescue at attempt ${attempts} < ${job.max_attempts}`);
+            if (weightAtExpiry !== 'light') fail(`failed by the rescue at ${weightAtExpiry}: the top class ends oom_killed`);
+            weight = 'heavy';
             tally.failedByRescue++;
           } else if (e.detail.manual) {
             if (owner) close(e);
