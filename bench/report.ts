@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, totalmem } from 'node:os';
+import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import type { BurnDownResult, SteadyResult } from './modes.ts';
 import type { ServerDescription } from './server.ts';
@@ -11,6 +11,8 @@ export interface Machine {
   memoryGiB: number;
   node: string;
   platform: string;
+  /** 1-minute load average when sampled: others' work on a shared machine moves wall-clock figures. */
+  loadAverage: number;
 }
 
 export function machine(): Machine {
@@ -20,6 +22,7 @@ export function machine(): Machine {
     memoryGiB: Math.round(totalmem() / 2 ** 30),
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
+    loadAverage: Math.round(loadavg()[0]! * 100) / 100,
   };
 }
 
@@ -95,7 +98,7 @@ export function table(summaries: CellSummary[]): string {
 
 export function describeEnvironment(m: Machine, pg: ServerDescription, embedded: boolean): string {
   return [
-    `machine: ${m.nproc} cores (${m.cpu}), ${m.memoryGiB} GiB, ${m.platform}, node ${m.node}`,
+    `machine: ${m.nproc} cores (${m.cpu}), ${m.memoryGiB} GiB, ${m.platform}, node ${m.node}, load average ${m.loadAverage}`,
     `postgres: ${pg.version}${embedded ? ' (embedded)' : ' (DATABASE_URL)'}`,
     `settings: ${Object.entries(pg.settings).map(([k, v]) => `${k}=${v}`).join(', ')}`,
   ].join('\n');

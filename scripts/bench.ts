@@ -67,6 +67,7 @@ try {
     }
     const summaries = cells.map(summarize);
     console.log(`\n${table(summaries)}\n`);
+    console.log(`load average at the end: ${machine().loadAverage}`);
     writeResults(args.out, {
       bench: { at: new Date().toISOString(), machine: machine(), postgres: await server.describe(), embedded: server.embedded, args, cells, summaries },
     });
