@@ -1,0 +1,327 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { connect, type Sql } from '../queue/db.ts';
+import { checkHistory } from '../test/support/history.ts';
+import { freePort } from './embedded-postgres.ts';
+import { fail, PROJECT_ROOT } from './lib/cli.ts';
+
+// `npm run soak -- --minutes N [--rate R] [--concurrency C] [--seed S]`
+// Boots the `npm start` stack on a fresh embedded Postgres in a temporary data folder, drives a
+// steady concurrent load over HTTP only (enqueues of every sample type, batches, idempotent
+// re-submits, debounced pushes, random cancels, retries of failed jobs, leases taken from running
+// jobs, forced rescues), then lets the queue drain and checks the database: every job terminal
+// (or queued for a reason), one result per done job, every job's event history consistent.
+// Prints jobs/s, enqueue→start latency percentiles and errors; exits 1 if anything is off.
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '1' },
+    rate: { type: 'string', default: '10' },
+    concurrency: { type: 'string', default: '16' },
+    seed: { type: 'string' },
+    'drain-seconds': { type: 'string', default: '120' },
+  },
+});
+const minutes = Number(values.minutes);
+const rate = Number(values.rate);
+const concurrency = Number(values.concurrency);
+const drainSeconds = Number(values['drain-seconds']);
+if (!(minutes > 0 && minutes <= 24 * 60)) fail('--minutes must be a number of minutes from 0 to 1440');
+if (!(rate > 0 && rate <= 1000)) fail('--rate (operations per second) must be from 0 to 1000');
+if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) fail('--concurrency must be an integer from 1 to 256');
+const seed = Number(values.seed ?? Math.floor(Math.random() * 2 ** 31));
+
+/** mulberry32: a small seeded PRNG, so a run's mix of operations can be replayed. */
+let state = seed >>> 0;
+function random(): number {
+  state = (state + 0x6d2b79f5) >>> 0;
+  let t = state;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+}
+const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+
+const log = (msg: string) => console.log(`[soak] ${msg}`);
+
+// ---- the stack ----
+const dataDir = mkdtempSync(join(tmpdir(), 'starbase-soak-'));
+const port = await freePort();
+const { DATABASE_URL: _external, ...parentEnv } = process.env; // always a fresh embedded Postgres: the check reads the whole database
+const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
+  cwd: PROJECT_ROOT,
+  env: { ...parentEnv, PORT: String(port), STARBASE_DATA_DIR: dataDir },
+  stdio: ['ignore', 'pipe', 'pipe'],
+});
+const tail: string[] = [];
+let startup = '';
+const keep = (chunk: Buffer) => {
+  const text = chunk.toString();
+  if (startup.length < 100_000) startup += text;
+  for (const line of text.split('\n')) if (line.trim()) tail.push(line);
+  if (tail.length > 200) tail.splice(0, tail.length - 200);
+};
+child.stdout!.on('data', keep);
+child.stderr!.on('data', keep);
+const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+
+async function stopStack(): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGINT');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    await exited;
+    clearTimeout(timer);
+  }
+  rmSync(dataDir, { recursive: true, force: true });
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    log(`${signal}: stopping the stack`);
+    void stopStack().then(() => process.exit(130));
+  });
+}
+
+log(`seed ${seed}; starting the npm start stack (embedded Postgres in ${dataDir})…`);
+const bootDeadline = Date.now() + 180_000;
+while (!/starbase-worker is running/.test(startup)) {
+  if (Date.now() > bootDeadline || child.exitCode !== null) {
+    console.error(startup);
+    await stopStack();
+    fail('the dev stack did not start');
+  }
+  await new Promise((r) => setTimeout(r, 200));
+}
+const baseUrl = /API\s+(http:\/\/\S+)/.exec(startup)![1]!;
+const token = /dev token\s+(\S+)/.exec(startup)![1]!;
+const { databaseUrl } = JSON.parse(readFileSync(join(dataDir, 'dev-stack.json'), 'utf8')) as { databaseUrl: string };
+log(`stack up at ${baseUrl}; load for ${minutes} min at ${rate} operations/s, ${concurrency} at once`);
+
+// ---- the load ----
+interface Call {
+  status: number;
+  body: any;
+  ms: number;
+}
+const latencies: Record<string, number[]> = {};
+const statuses: Record<string, number> = {};
+const errors: string[] = [];
+const note = (what: string) => errors.length < 50 && errors.push(what);
+
+async function call(kind: string, method: string, path: string, body?: unknown): Promise<Call | null> {
+  const started = performance.now();
+  try {
+    const res = await fetch(`${baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await res.text();
+    const ms = performance.now() - started;
+    (latencies[kind] ??= []).push(ms);
+    statuses[`${kind} ${res.status}`] = (statuses[`${kind} ${res.status}`] ?? 0) + 1;
+    return { status: res.status, body: text.startsWith('{') ? JSON.parse(text) : text, ms };
+  } catch (error) {
+    statuses[`${kind} network-error`] = (statuses[`${kind} network-error`] ?? 0) + 1;
+    note(`${kind}: ${(error as Error).message}`);
+    return null;
+  }
+}
+
+function expectStatus(kind: string, res: Call | null, ok: number[]): Call | null {
+  if (res && !ok.includes(res.status)) note(`${kind}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+  return res && ok.includes(res.status) ? res : null;
+}
+
+const enqueued = new Map<string, string>(); // id → type
+const cancelled = new Set<string>();
+const submitKeys = new Map<string, string>(); // key → job id
+const retried = new Set<string>();
+let released = 0;
+let operations = 0;
+
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function cancelLater(id: string) {
+  await delay(random() * 300);
+  const res = await call('cancel', 'POST', `/v1/jobs/${id}/cancel`, { reason: 'soak: random cancel' });
+  // 409: it finished (or was cancelled) first
+  if (expectStatus('cancel', res, [200, 409])?.status === 200) cancelled.add(id);
+}
+
+async function enqueueOne(body: Record<string, unknown>) {
+  const res = expectStatus('enqueue', await call('enqueue', 'POST', '/v1/jobs', body), [201]);
+  if (!res) return null;
+  enqueued.set(res.body.job.id, body.type as string);
+  if (random() < 0.05) void cancelLater(res.body.job.id);
+  return res.body.job.id as string;
+}
+
+/** One operation of the mix. */
+async function operate(): Promise<void> {
+  operations++;
+  const r = random();
+  if (r < 0.5) {
+    await enqueueOne({ type: 'uppercase', payload: { text: `soak ${operations}` } });
+  } else if (r < 0.7) {
+    await enqueueOne({ type: 'countdown', payload: { n: 1 + Math.floor(random() * 4), delayMs: Math.floor(random() * 100) } });
+  } else if (r < 0.8) {
+    // always throws: retries with backoff, then failed with a poison alert
+    await enqueueOne({ type: 'fail', payload: { message: `soak failure ${operations}` }, maxAttempts: 2 });
+  } else if (r < 0.85) {
+    const jobs = Array.from({ length: 10 + Math.floor(random() * 40) }, (_, i) => ({ type: 'uppercase', payload: { text: `batch ${operations}.${i}` } }));
+    const res = expectStatus('batch', await call('batch', 'POST', '/v1/jobs/batch', { jobs }), [201]);
+    for (const job of res?.body.jobs ?? []) enqueued.set(job.id, 'uppercase');
+  } else if (r < 0.92) {
+    // an idempotent submit retried by its client: the same job back, never a second one
+    const key = `soak-submit-${operations}`;
+    const body = { type: 'uppercase', payload: { text: key }, submitKey: key };
+    const id = await enqueueOne(body);
+    if (!id) return;
+    submitKeys.set(key, id);
+    const again = expectStatus('resubmit', await call('resubmit', 'POST', '/v1/jobs', body), [200]);
+    if (again && again.body.job.id !== id) note(`resubmit of ${key} answered job ${again.body.job.id}, not ${id}`);
+  } else {
+    // two pushes of one key in quick succession: the first waits 200 ms and is superseded by the second
+    const key = `soak-push-${Math.floor(random() * 50)}`;
+    await enqueueOne({ type: 'uppercase', payload: { text: key }, dedupeKey: key, delayMs: 200 });
+    await enqueueOne({ type: 'uppercase', payload: { text: key }, dedupeKey: key, delayMs: 200 });
+  }
+}
+
+/** Operator-style traffic beside the load: retry failed jobs, take leases from running ones, force a rescue. */
+async function operator(stop: AbortSignal) {
+  for (let tick = 0; !stop.aborted; tick++) {
+    await delay(1000);
+    const failed = expectStatus('list', await call('list', 'GET', '/v1/jobs?status=failed&limit=20'), [200]);
+    for (const job of failed?.body.jobs ?? []) {
+      if (retried.has(job.id) || random() > 0.3) continue;
+      retried.add(job.id);
+      expectStatus('retry', await call('retry', 'POST', `/v1/jobs/${job.id}/retry`, {}), [200, 409]);
+    }
+    if (tick % 3 === 0) {
+      // take the lease from a running job: its owner's settle is fenced out and the job runs again
+      const running = expectStatus('list', await call('list', 'GET', '/v1/jobs?status=running&limit=10'), [200]);
+      const victim = running?.body.jobs?.[0];
+      if (victim) {
+        const res = expectStatus('release', await call('release', 'POST', `/v1/jobs/${victim.id}/release`, {}), [200, 409]);
+        if (res?.status === 200) released++;
+      }
+    }
+    if (tick % 15 === 0) expectStatus('rescue', await call('rescue', 'POST', '/v1/maintenance/rescue'), [200]);
+  }
+}
+
+const loadStarted = Date.now();
+const loadEnds = loadStarted + minutes * 60_000;
+const stopOperator = new AbortController();
+const operatorDone = operator(stopOperator.signal);
+let inflight = 0;
+let late = 0;
+let lastReport = Date.now();
+for (let i = 0; Date.now() < loadEnds; i++) {
+  const due = loadStarted + (i * 1000) / rate;
+  if (due > Date.now()) await delay(due - Date.now());
+  if (inflight >= concurrency) {
+    late++; // the stack is behind: the open-loop rate waits for a free slot rather than piling up
+    while (inflight >= concurrency) await delay(5);
+  }
+  inflight++;
+  void operate().finally(() => inflight--);
+  if (Date.now() - lastReport > 15_000) {
+    lastReport = Date.now();
+    log(`${Math.round((Date.now() - loadStarted) / 1000)} s: ${operations} operations, ${enqueued.size} jobs, ${errors.length} errors`);
+  }
+}
+while (inflight > 0) await delay(10);
+stopOperator.abort();
+await operatorDone;
+const loadSeconds = (Date.now() - loadStarted) / 1000;
+log(`load done: ${operations} operations in ${loadSeconds.toFixed(0)} s; letting the queue drain…`);
+
+// ---- drain and check ----
+const sql = connect(databaseUrl, { max: 2 });
+async function openJobs(db: Sql) {
+  const [row] = await db`
+    select count(*) filter (where status = 'running')::int as running,
+           count(*) filter (where status = 'queued' and run_at <= now())::int as due,
+           count(*) filter (where status = 'queued' and run_at > now())::int as later
+      from worker.jobs`;
+  return row as { running: number; due: number; later: number };
+}
+const drainDeadline = Date.now() + drainSeconds * 1000;
+let open = await openJobs(sql);
+while ((open.running > 0 || open.due > 0 || open.later > 0) && Date.now() < drainDeadline) {
+  // the tick runs due work every minute; a kick (here: a forced rescue) starts it sooner
+  await call('rescue', 'POST', '/v1/maintenance/rescue');
+  await delay(2000);
+  open = await openJobs(sql);
+}
+
+const problems: string[] = [];
+const { jobs, problems: history, tally } = await checkHistory(sql);
+problems.push(...history.slice(0, 20));
+const missing = [...enqueued.keys()].filter((id) => !jobs.some((j) => j.id === id));
+if (missing.length) problems.push(`${missing.length} enqueued jobs are missing, e.g. ${missing.slice(0, 3).join(', ')}`);
+const stuck = await sql`
+  select id, type, status, run_at, locked_until from worker.jobs
+   where status = 'running' or (status = 'queued' and run_at <= now())`;
+if (stuck.length) problems.push(`${stuck.length} jobs still running or due after the drain, e.g. ${JSON.stringify(stuck.slice(0, 3))}`);
+const [dupes] = await sql`
+  select (select count(*)::int from (select job_id from worker.job_events where kind = 'done' group by job_id having count(*) > 1) d) as done_twice,
+         (select count(*)::int from worker.jobs where (result is not null) <> (status = 'done')) as stray_results,
+         (select count(*)::int from (select submit_key from worker.jobs where submit_key is not null group by submit_key having count(*) > 1) s) as submit_twice`;
+if (dupes!.done_twice || dupes!.stray_results || dupes!.submit_twice) problems.push(`duplicates: ${JSON.stringify(dupes)}`);
+for (const [key, id] of submitKeys) {
+  const [row] = await sql`select id from worker.jobs where submit_key = ${key}`;
+  if (row?.id !== id) problems.push(`submit key ${key}: job ${row?.id} in the database, ${id} answered`);
+}
+const wrongResults = await sql`
+  select count(*)::int as n from worker.jobs
+   where status = 'done' and ((type = 'uppercase' and result->>'text' <> upper(payload->>'text'))
+                           or (type = 'countdown' and (result->>'steps')::int <> (payload->>'n')::int))`;
+if (wrongResults[0]!.n > 0) problems.push(`${wrongResults[0]!.n} done jobs with a wrong result`);
+const [cancelCheck] = await sql`
+  select count(*)::int as n from worker.jobs where id in (select jsonb_array_elements_text(${sql.json([...cancelled])}::jsonb)::uuid)
+     and status not in ('cancelled', 'done', 'failed')`;
+if (cancelCheck!.n > 0) problems.push(`${cancelCheck!.n} cancelled jobs ended neither cancelled nor finished`);
+
+// ---- figures ----
+const byStatus = await sql`select status, count(*)::int as n from worker.jobs group by status order by status`;
+const [window] = await sql`
+  select count(*) filter (where finished_at <= to_timestamp(${loadEnds / 1000}))::int as finished_in_load,
+         (select count(*)::int from worker.job_events where kind = 'claimed' and at <= to_timestamp(${loadEnds / 1000})) as steps_in_load
+    from worker.jobs`;
+const startLatency = await sql`
+  select extract(epoch from started_at - created_at) * 1000 as ms from worker.jobs
+   where started_at is not null and run_at = created_at and submit_key is null and dedupe_key is null
+     and created_at <= to_timestamp(${loadEnds / 1000})
+   order by 1`;
+const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN);
+const startMs = startLatency.map((r) => Number(r.ms));
+const enqueueMs = [...(latencies.enqueue ?? [])].sort((a, b) => a - b);
+const fmt = (n: number) => (Number.isNaN(n) ? '-' : `${n.toFixed(0)} ms`);
+const errorStatuses = Object.entries(statuses).filter(([k]) => / (5\d\d|network-error)$/.test(k));
+
+console.log(`
+  soak: ${minutes} min at ${rate} operations/s (seed ${seed}), ${concurrency} requests at once
+  machine       ${(await import('node:os')).cpus().length} cores, ${Math.round((await import('node:os')).totalmem() / 2 ** 30)} GiB
+
+  operations    ${operations} (${(operations / loadSeconds).toFixed(1)}/s; ${late} waited for a free slot)
+  jobs          ${enqueued.size} enqueued (${(enqueued.size / loadSeconds).toFixed(1)}/s), ${window!.finished_in_load} finished during the load (${(window!.finished_in_load / loadSeconds).toFixed(1)}/s), ${window!.steps_in_load} steps (${(window!.steps_in_load / loadSeconds).toFixed(1)}/s)
+  ended         ${byStatus.map((r) => `${r.status} ${r.n}`).join(', ')}
+  operator      ${cancelled.size} cancels, ${retried.size} retries, ${released} leases taken from running jobs, ${tally.leaseExpired} leases expired
+  enqueue→start p50 ${fmt(pct(startMs, 50))}  p90 ${fmt(pct(startMs, 90))}  p99 ${fmt(pct(startMs, 99))}  max ${fmt(startMs.at(-1) ?? NaN)}  (${startMs.length} jobs due at once)
+  POST /v1/jobs p50 ${fmt(pct(enqueueMs, 50))}  p99 ${fmt(pct(enqueueMs, 99))}
+  HTTP          ${Object.entries(statuses).sort().map(([k, v]) => `${k}: ${v}`).join(', ')}
+  errors        ${errorStatuses.length ? errorStatuses.map(([k, v]) => `${k}: ${v}`).join(', ') : 'none'}${errors.length ? `\n                ${errors.slice(0, 10).join('\n                ')}` : ''}
+  consistency   ${problems.length ? `FAILED\n                ${problems.join('\n                ')}` : `ok: ${jobs.length} jobs, every one terminal, one result per done job, every event history replays`}
+`);
+
+await sql.end();
+await stopStack();
+const clean = problems.length === 0 && errorStatuses.length === 0 && errors.length === 0;
+if (!clean && tail.length) console.log(`last lines of the stack:\n${tail.slice(-40).join('\n')}`);
+process.exit(clean ? 0 : 1);
