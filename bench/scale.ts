@@ -2,7 +2,8 @@ import { claimJobs } from '../queue/claim.ts';
 import { connect, type Sql } from '../queue/db.ts';
 import { migrate } from '../queue/migrate.ts';
 import { runSteps } from '../queue/runner.ts';
-import { completeJob } from '../queue/settle.ts';
+import { completeJobs } from '../queue/settle.ts';
+import { cpuPerThousand, sampleCpu } from './cpu.ts';
 import type { BenchArgs } from './args.ts';
 import { machine, writeResults } from './report.ts';
 import type { BenchServer } from './server.ts';
@@ -19,7 +20,11 @@ const LOAD_CHUNK = 100_000;
 interface ScaleMeasurement {
   claimP50Ms: number;
   claimP99Ms: number;
+  /** Server CPU per claim (mean over the samples): steadier than latency on a shared machine. */
+  claimCpuMs: number | null;
   jobsPerSec: number;
+  /** Server CPU per 1,000 jobs drained by the runners. */
+  drainCpuMs: number | null;
 }
 
 /** Queue `n` due jobs (with their enqueued events) in one statement. */
@@ -63,16 +68,20 @@ async function loadFinished(sql: Sql, n: number): Promise<void> {
 }
 
 /** Claim latency (one claimer, sequential) and runner jobs/s over `DRAIN_JOBS` jobs. */
-async function measure(url: string, args: BenchArgs): Promise<ScaleMeasurement> {
+async function measure(url: string, args: BenchArgs, postmaster: number | null): Promise<ScaleMeasurement> {
   const { settings } = args;
   const probe = connect(url, { max: 1, applicationName: 'bench-scale-probe' });
   const timings: number[] = [];
+  let claimCpu: number | null = 0;
   try {
     for (let i = 0; i < CLAIM_SAMPLES; i++) {
+      const before = sampleCpu(postmaster);
       const started = performance.now();
       const jobs = await claimJobs(probe, { workerId: 'probe', limit: settings.batch });
       timings.push(performance.now() - started);
-      await Promise.all(jobs.map((job) => completeJob(probe, job, null)));
+      const after = sampleCpu(postmaster);
+      claimCpu = claimCpu === null || before.postgresMs === null || after.postgresMs === null ? null : claimCpu + after.postgresMs - before.postgresMs;
+      await completeJobs(probe, jobs.map((job) => ({ job, result: null })));
     }
   } finally {
     await probe.end({ timeout: 5 });
@@ -81,6 +90,7 @@ async function measure(url: string, args: BenchArgs): Promise<ScaleMeasurement> 
   try {
     const registry = noopRegistry(() => {});
     const { loops, perLoop } = loopsFor(settings);
+    const cpuBefore = sampleCpu(postmaster);
     const started = performance.now();
     await Promise.all(
       Array.from({ length: loops }, (_, i) =>
@@ -88,15 +98,22 @@ async function measure(url: string, args: BenchArgs): Promise<ScaleMeasurement> 
       ),
     );
     const seconds = (performance.now() - started) / 1000;
+    const drained = Math.ceil(DRAIN_JOBS / loops) * loops;
     return {
       claimP50Ms: percentile(timings, 50),
       claimP99Ms: percentile(timings, 99),
-      jobsPerSec: (Math.ceil(DRAIN_JOBS / loops) * loops) / seconds,
+      claimCpuMs: claimCpu === null ? null : claimCpu / CLAIM_SAMPLES,
+      jobsPerSec: drained / seconds,
+      drainCpuMs: cpuPerThousand(cpuBefore, sampleCpu(postmaster), drained).postgresMs,
     };
   } finally {
     await workers.end({ timeout: 5 });
   }
 }
+
+const describe = (m: ScaleMeasurement) =>
+  `claim p50 ${m.claimP50Ms.toFixed(2)} ms, p99 ${m.claimP99Ms.toFixed(2)} ms, server CPU ${m.claimCpuMs?.toFixed(2) ?? '?'} ms per claim; ` +
+  `${Math.round(m.jobsPerSec)} jobs/s, server CPU ${m.drainCpuMs?.toFixed(0) ?? '?'} ms per 1k jobs`;
 
 async function prepare(url: string): Promise<Sql> {
   const sql = connect(url, { max: 1, applicationName: 'bench-scale-loader' });
@@ -122,9 +139,9 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
     try {
       await queueJobs(sql, need);
       await sql`vacuum analyze`;
-      const m = await measure(db.url, args);
+      const m = await measure(db.url, args, server.postmaster);
       empty.push(m);
-      console.log(`  empty run ${run}: claim p50 ${m.claimP50Ms.toFixed(2)} ms, p99 ${m.claimP99Ms.toFixed(2)} ms, ${Math.round(m.jobsPerSec)} jobs/s`);
+      console.log(`  empty run ${run}: ${describe(m)}`);
     } finally {
       await sql.end({ timeout: 5 });
       await db.drop();
@@ -141,9 +158,9 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
     await sql`vacuum analyze`;
     console.log(`  loaded ${args.scaleFinished} finished + ${args.scaleQueued} queued jobs in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     for (let run = 1; run <= args.runs; run++) {
-      const m = await measure(db.url, args);
+      const m = await measure(db.url, args, server.postmaster);
       loaded.push(m);
-      console.log(`  loaded run ${run}: claim p50 ${m.claimP50Ms.toFixed(2)} ms, p99 ${m.claimP99Ms.toFixed(2)} ms, ${Math.round(m.jobsPerSec)} jobs/s`);
+      console.log(`  loaded run ${run}: ${describe(m)}`);
     }
     const rows = await sql`
       select c.relname as name, pg_size_pretty(pg_total_relation_size(c.oid)) as size
@@ -156,23 +173,35 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
     await sql.end({ timeout: 5 });
     await db.drop();
   }
+  const mid = (ms: ScaleMeasurement[], key: (m: ScaleMeasurement) => number | null) =>
+    ms.every((m) => key(m) !== null) ? median(ms.map((m) => key(m)!)) : null;
   const summary = (ms: ScaleMeasurement[]) => ({
     claimP50Ms: median(ms.map((m) => m.claimP50Ms)),
     claimP99Ms: median(ms.map((m) => m.claimP99Ms)),
+    claimCpuMs: mid(ms, (m) => m.claimCpuMs),
     jobsPerSec: median(ms.map((m) => m.jobsPerSec)),
+    drainCpuMs: mid(ms, (m) => m.drainCpuMs),
   });
   const e = summary(empty);
   const l = summary(loaded);
+  const ratio = (a: number | null, b: number | null) => (a === null || b === null ? null : a / b);
   const ratios = {
     claimP50: l.claimP50Ms / e.claimP50Ms,
     claimP99: l.claimP99Ms / e.claimP99Ms,
+    claimCpu: ratio(l.claimCpuMs, e.claimCpuMs),
     jobsPerSec: e.jobsPerSec / l.jobsPerSec,
+    drainCpu: ratio(l.drainCpuMs, e.drainCpuMs),
   };
+  const f = (n: number | null, d = 2) => (n === null ? '?' : n.toFixed(d));
+  const row = (label: string, x: typeof e) =>
+    `${label.padEnd(34)}${f(x.claimP50Ms).padStart(12)}${f(x.claimP99Ms).padStart(14)}${f(x.claimCpuMs).padStart(16)}` +
+    `${String(Math.round(x.jobsPerSec)).padStart(9)}${f(x.drainCpuMs, 0).padStart(18)}`;
   console.log(`
-scenario                          claim p50 ms  claim p99 ms  jobs/s
-empty table                       ${e.claimP50Ms.toFixed(2).padStart(12)}  ${e.claimP99Ms.toFixed(2).padStart(12)}  ${Math.round(e.jobsPerSec).toString().padStart(6)}
-${`${args.scaleFinished} finished + ${args.scaleQueued} queued`.padEnd(32)}  ${l.claimP50Ms.toFixed(2).padStart(12)}  ${l.claimP99Ms.toFixed(2).padStart(12)}  ${Math.round(l.jobsPerSec).toString().padStart(6)}
-ratio (loaded / empty; target <= 1.5): claim p50 ${ratios.claimP50.toFixed(2)}, claim p99 ${ratios.claimP99.toFixed(2)}, jobs/s ${ratios.jobsPerSec.toFixed(2)}
+scenario                          claim p50 ms  claim p99 ms  claim CPU ms  jobs/s  CPU ms/1k jobs
+${row('empty table', e)}
+${row(`${args.scaleFinished} finished + ${args.scaleQueued} queued`, l)}
+ratio, loaded / empty (target <= 1.5): claim p50 ${f(ratios.claimP50)}, claim p99 ${f(ratios.claimP99)}, claim CPU ${f(ratios.claimCpu)}, ` +
+    `jobs/s ${f(ratios.jobsPerSec)} (empty / loaded), CPU per job ${f(ratios.drainCpu)}
 `);
   writeResults(args.out, { scale: { at: new Date().toISOString(), machine: machine(), args, empty, loaded, sizes, summary: { empty: e, loaded: l, ratios } } });
   console.log(`wrote the scale section of ${args.out}`);
