@@ -32,6 +32,12 @@ export interface Runner {
   log?: (line: StepLogLine) => void;
   /** Pinned clock for tests; the database clock when absent. */
   clock?: () => Date;
+  /**
+   * How long one claim round trip may go unanswered before runSteps gives up with an error
+   * (default 30 s): postgres.js 3.4.9 can leave a query on a connection reset by a database
+   * restart pending forever, which would wedge the runner instead of reporting the outage.
+   */
+  claimTimeoutMs?: number;
 }
 
 export interface RunOptions {
@@ -54,6 +60,7 @@ export interface RunOptions {
 export type RunCounts = Record<StepOutcome, number> & { claimed: number };
 
 const ABORT_GRACE_DEFAULT_MS = 10_000;
+const CLAIM_TIMEOUT_DEFAULT_MS = 30_000;
 /** The first idle wait after a claim that found work; it doubles while claims come back empty. */
 const IDLE_FIRST_WAIT_MS = 2;
 
@@ -94,7 +101,10 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
         completions.detach(); // completions finishing during the claim are flushed on their own
         let result: { settled: Set<string>; jobs: Job[] };
         try {
-          result = await settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.() });
+          result = await answeredWithin(
+            settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.() }),
+            runner.claimTimeoutMs ?? CLAIM_TIMEOUT_DEFAULT_MS,
+          );
         } catch (error) {
           completions.fail(finished, error);
           throw error;
@@ -149,6 +159,18 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
 
 /** The longest a thrown error's retryAfterMs may push a retry out. */
 const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
+
+/** The claim's answer, or a CLAIM_TIMEOUT error once `ms` pass without one (the query itself is abandoned). */
+function answeredWithin<T>(query: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`the database did not answer a claim within ${ms} ms: the connection is unresponsive`), { code: 'CLAIM_TIMEOUT' })),
+      ms,
+    );
+  });
+  return Promise.race([query, timeout]).finally(() => clearTimeout(timer));
+}
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
