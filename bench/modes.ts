@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
-import type { BenchServer } from './server.ts';
+import { settleDatabase, type BenchServer } from './server.ts';
 import { cpuPerThousand, sampleCpu } from './cpu.ts';
 import { percentile } from './stats.ts';
 import type { BenchSettings, BenchSystem, SystemInstance } from './systems/types.ts';
@@ -80,17 +80,12 @@ async function waitFor(what: string, timeoutMs: number, check: () => boolean | P
   }
 }
 
-/** Statistics fresh and the WAL checkpointed, so every system starts its timed part alike. */
-async function settle(probe: postgres.Sql): Promise<void> {
-  await probe`vacuum analyze`;
-  await probe`checkpoint`.catch(() => {}); // needs superuser or pg_checkpoint; skipped otherwise
-}
 
 /** Burn-down: `jobs` no-op jobs queued up front, then drained by the system's workers. */
 export async function burnDown(server: BenchServer, system: BenchSystem, settings: BenchSettings, jobs: number): Promise<BurnDownResult> {
   return withInstance(server, system, settings, async (instance, probe) => {
     await instance.enqueueBulk(jobs);
-    await settle(probe);
+    await settleDatabase(probe);
     let runs = 0;
     let first = 0;
     const cpuBefore = sampleCpu(server.postmaster);
@@ -114,7 +109,7 @@ export async function steady(
   options: { rate: number; seconds: number },
 ): Promise<SteadyResult> {
   return withInstance(server, system, settings, async (instance, probe) => {
-    await settle(probe);
+    await settleDatabase(probe);
     const send = await instance.openProducer();
     const latencies: number[] = [];
     await instance.startWorkers((payload) => {

@@ -6,7 +6,7 @@ import { completeJobs } from '../queue/settle.ts';
 import { cpuPerThousand, sampleCpu } from './cpu.ts';
 import type { BenchArgs } from './args.ts';
 import { machine, writeResults } from './report.ts';
-import type { BenchServer } from './server.ts';
+import { settleDatabase, type BenchServer } from './server.ts';
 import { median, percentile } from './stats.ts';
 import { NOOP_TYPE, noopRegistry } from './systems/engine.ts';
 import { loopsFor } from './systems/types.ts';
@@ -126,8 +126,8 @@ const perRun = (args: BenchArgs) => CLAIM_SAMPLES * args.settings.batch + DRAIN_
 
 /**
  * Claim latency and jobs/s with an empty table vs. one holding `scaleFinished` finished and
- * `scaleQueued` queued jobs with their events. Both are vacuumed and analyzed once after loading
- * (the state autovacuum keeps a live table in); autovacuum then runs as configured.
+ * `scaleQueued` queued jobs with their events. Both are vacuumed, analyzed and checkpointed once
+ * after loading (the state autovacuum keeps a live table in); autovacuum then runs as configured.
  */
 export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promise<void> {
   const need = perRun(args);
@@ -138,7 +138,7 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
     const sql = await prepare(db.url);
     try {
       await queueJobs(sql, need);
-      await sql`vacuum analyze`;
+      await settleDatabase(sql);
       const m = await measure(db.url, args, server.postmaster);
       empty.push(m);
       console.log(`  empty run ${run}: ${describe(m)}`);
@@ -155,7 +155,7 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
     const t0 = performance.now();
     await loadFinished(sql, args.scaleFinished);
     await queueJobs(sql, args.scaleQueued);
-    await sql`vacuum analyze`;
+    await settleDatabase(sql);
     console.log(`  loaded ${args.scaleFinished} finished + ${args.scaleQueued} queued jobs in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     for (let run = 1; run <= args.runs; run++) {
       const m = await measure(db.url, args, server.postmaster);
