@@ -15,6 +15,20 @@ export interface BenchArgs {
   scaleFinished: number;
   scaleQueued: number;
   out: string;
+  /** End-to-end through `wrangler dev` (the `npm start` stack) instead of the systems. */
+  e2e: E2eArgs & { enabled: boolean };
+}
+
+export interface E2eArgs {
+  /** Burn-down: jobs enqueued over HTTP. */
+  jobs: number;
+  /** Jobs per POST /v1/jobs/batch. */
+  batch: number;
+  /** Batch requests in flight at once. */
+  inFlight: number;
+  /** Steady: POST /v1/jobs per second, one job each. */
+  rate: number;
+  seconds: number;
 }
 
 const USAGE = `npm run bench -- [options]
@@ -31,7 +45,15 @@ const USAGE = `npm run bench -- [options]
   --scale             the scale check instead (empty table vs. loaded table)
   --scale-finished N  scale: finished rows (default 1000000)
   --scale-queued N    scale: queued rows (default 100000)
-  --out FILE          results file (default bench/results.json)`;
+  --e2e               end to end through the Worker under wrangler dev (the npm start stack):
+                      HTTP enqueue + kick + cron tick, beside the Node runner on the same load;
+                      --runs and --mode apply; results under the "e2e" key of --out
+  --e2e-jobs N        e2e burn-down: jobs enqueued over HTTP (default 2000)
+  --e2e-batch N       e2e burn-down: jobs per POST /v1/jobs/batch (default 100, at most 1000)
+  --e2e-in-flight N   e2e burn-down: batch requests in flight (default 2)
+  --e2e-rate N        e2e steady: POST /v1/jobs per second, one job each (default 20)
+  --e2e-seconds N     e2e steady: how long (default 10)
+  --out FILE          results file (default bench/results.json; each mode writes its own key)`;
 
 export function parseBenchArgs(argv: string[]): BenchArgs {
   const { values } = parseArgs({
@@ -51,6 +73,12 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       'scale-finished': { type: 'string' },
       'scale-queued': { type: 'string' },
       out: { type: 'string' },
+      e2e: { type: 'boolean' },
+      'e2e-jobs': { type: 'string' },
+      'e2e-batch': { type: 'string' },
+      'e2e-in-flight': { type: 'string' },
+      'e2e-rate': { type: 'string' },
+      'e2e-seconds': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -83,5 +111,13 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     scaleFinished: int('scale-finished', values['scale-finished'], 1_000_000, 0),
     scaleQueued: int('scale-queued', values['scale-queued'], 100_000),
     out: values.out ?? 'bench/results.json',
+    e2e: {
+      enabled: values.e2e ?? false,
+      jobs: int('e2e-jobs', values['e2e-jobs'], 2_000),
+      batch: Math.min(1000, int('e2e-batch', values['e2e-batch'], 100)),
+      inFlight: int('e2e-in-flight', values['e2e-in-flight'], 2),
+      rate: int('e2e-rate', values['e2e-rate'], 20),
+      seconds: int('e2e-seconds', values['e2e-seconds'], 10),
+    },
   };
 }

@@ -75,3 +75,48 @@ export function cpuPerThousand(before: CpuSample, after: CpuSample, jobs: number
     postgresMs: before.postgresMs === null || after.postgresMs === null ? null : ((after.postgresMs - before.postgresMs) * 1000) / jobs,
   };
 }
+
+/**
+ * CPU ticks of a process and every live process below it, by role: `workerd` (the Worker's
+ * runtime), `wrangler` (wrangler dev's Node process: the dev server, its proxy and log printing),
+ * and `other` (the `npm start` script itself with the sandbox providers, esbuild). A process that
+ * exited in between is not counted.
+ */
+export function processTreeTicks(root: number): Record<'workerd' | 'wrangler' | 'other', number> {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    const parent = parentOf(pid);
+    if (parent === null) continue;
+    const list = children.get(parent) ?? [];
+    list.push(pid);
+    children.set(parent, list);
+  }
+  const totals = { workerd: 0, wrangler: 0, other: 0 };
+  const walk = (pid: number) => {
+    const ticks = processTicks(pid, false);
+    if (ticks !== null) totals[roleOf(pid)] += ticks;
+    for (const child of children.get(pid) ?? []) walk(child);
+  };
+  walk(root);
+  return totals;
+}
+
+function roleOf(pid: number): 'workerd' | 'wrangler' | 'other' {
+  try {
+    if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'workerd') return 'workerd';
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('wrangler') ? 'wrangler' : 'other';
+  } catch {
+    return 'other';
+  }
+}
+
+/** Process-tree CPU ms per 1,000 jobs between two samples of processTreeTicks. */
+export function treeCpuPerThousand(
+  before: Record<string, number>,
+  after: Record<string, number>,
+  jobs: number,
+): Record<string, number> {
+  return Object.fromEntries(Object.keys(after).map((k) => [k, (((after[k]! - (before[k] ?? 0)) * TICK_MS) * 1000) / jobs]));
+}

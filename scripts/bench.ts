@@ -1,4 +1,5 @@
 import { parseBenchArgs } from '../bench/args.ts';
+import { runE2e } from '../bench/e2e.ts';
 import { burnDown, steady } from '../bench/modes.ts';
 import { describeEnvironment, machine, summarize, table, writeResults, type SystemCell } from '../bench/report.ts';
 import { runScaleCheck } from '../bench/scale.ts';
@@ -11,7 +12,8 @@ import type { BenchSystem } from '../bench/systems/types.ts';
 import { engineVersion, packageVersion } from '../bench/versions.ts';
 
 // `npm run bench`: this engine vs. graphile-worker vs. pg-boss vs. a raw SKIP LOCKED floor, on one
-// Postgres with the same connections and concurrency. Never part of `npm test`.
+// Postgres with the same connections and concurrency. Never part of `npm test`. `--scale`: claim
+// cost on a loaded table; `--e2e`: through the Worker under wrangler dev (bench/e2e.ts).
 const args = parseBenchArgs(process.argv.slice(2));
 const server = await openServer();
 try {
@@ -19,6 +21,8 @@ try {
   console.log(env);
   if (args.scale) {
     await runScaleCheck(server, args);
+  } else if (args.e2e.enabled) {
+    await runE2e(server, args);
   } else {
     const all: BenchSystem[] = [
       engineSystem(engineVersion()),
