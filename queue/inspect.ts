@@ -19,25 +19,27 @@ export interface ListJobsOptions {
   cursor?: string;
 }
 
-/** A cursor is (created_at, id) of the last row seen, base64url-encoded. */
-export function encodeCursor(job: Pick<Job, 'createdAt' | 'id'>): string {
-  return Buffer.from(JSON.stringify([job.createdAt.toISOString(), job.id])).toString('base64url');
+/**
+ * A cursor is the id of the last row seen, base64url-encoded. Job ids are UUIDv7 (creation time
+ * first), so id order is creation order and the primary key serves the listing.
+ */
+export function encodeCursor(job: Pick<Job, 'id'>): string {
+  return Buffer.from(JSON.stringify([job.id])).toString('base64url');
 }
 
-export function decodeCursor(cursor: string): { createdAt: Date; id: string } | null {
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function decodeCursor(cursor: string): { id: string } | null {
   try {
-    const [at, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as [string, string];
-    const createdAt = new Date(at);
-    // a cursor holds a row's created_at: a time Postgres cannot represent (before year 1, past 9999) is no cursor of ours
-    const year = createdAt.getUTCFullYear();
-    if (Number.isNaN(createdAt.getTime()) || year < 1 || year > 9999 || typeof id !== 'string' || !/^[0-9a-f-]{36}$/i.test(id)) return null;
-    return { createdAt, id };
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (!Array.isArray(value) || value.length !== 1 || typeof value[0] !== 'string' || !UUID.test(value[0])) return null;
+    return { id: value[0] };
   } catch {
     return null;
   }
 }
 
-/** Newest first, keyset-paginated on (created_at, id). */
+/** Newest first, keyset-paginated on id (time-ordered). */
 export async function listJobs(sql: Queryable, options: ListJobsOptions = {}): Promise<{ jobs: Job[]; nextCursor: string | null }> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 500);
   const after = options.cursor ? decodeCursor(options.cursor) : null;
@@ -46,8 +48,8 @@ export async function listJobs(sql: Queryable, options: ListJobsOptions = {}): P
      where true
        ${options.status ? sql`and status = ${options.status}` : sql``}
        ${options.type ? sql`and type = ${options.type}` : sql``}
-       ${after ? sql`and (created_at, id) < (${after.createdAt}::timestamptz, ${after.id}::uuid)` : sql``}
-     order by created_at desc, id desc
+       ${after ? sql`and id < ${after.id}::uuid` : sql``}
+     order by id desc
      limit ${limit + 1}`;
   const jobs = rows.slice(0, limit).map(toJob);
   return { jobs, nextCursor: rows.length > limit ? encodeCursor(jobs[jobs.length - 1]!) : null };

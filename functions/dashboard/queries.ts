@@ -30,7 +30,7 @@ export async function recentJobs(sql: Queryable, filter: { status?: JobStatus; t
      where true
        ${filter.status ? sql`and status = ${filter.status}` : sql``}
        ${filter.type ? sql`and type = ${filter.type}` : sql``}
-     order by created_at desc, id desc
+     order by id desc  -- ids are UUIDv7: newest first, on the primary key
      limit ${filter.limit ?? 25}`;
   return rows.map(toJob);
 }

@@ -25,6 +25,24 @@ describe('enqueue', () => {
     expect(await count(db.sql)).toBe(before + 1000);
   });
 
+  it('gives jobs UUIDv7 ids: version 7, the enqueue time in the first 48 bits, later jobs sort after earlier ones', async () => {
+    const before = Date.now();
+    const first = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'v7-a' } });
+    const batch = await enqueueBatch(db.sql, [{ type: 'uppercase', payload: { text: 'v7-b' } }, { type: 'uppercase', payload: { text: 'v7-c' } }]);
+    const [sqlJob] = await db.sql`select id from worker.enqueue_job(type => 'uppercase', payload => '{"text":"v7-d"}')`;
+    const after = Date.now();
+    const ids = [first.job.id, ...batch.map((b) => b.job.id), sqlJob!.id as string];
+    const millis = ids.map((id) => parseInt(id.replaceAll('-', '').slice(0, 12), 16));
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    // the database's clock and ours are the same machine's; a few ms of slack for rounding
+    for (const ms of millis) {
+      expect(ms).toBeGreaterThanOrEqual(before - 5);
+      expect(ms).toBeLessThanOrEqual(after + 5);
+    }
+    // statements one after another never go back in time (within one millisecond the order is random)
+    expect([...millis].sort((a, b) => a - b)).toEqual(millis);
+  });
+
   it('enqueues inside the caller transaction: a rollback leaves no job', async () => {
     const before = await count(db.sql);
     await expect(

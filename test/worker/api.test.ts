@@ -137,6 +137,8 @@ describe('reading jobs', () => {
     expect(new Set(ids).size).toBe(5);
     const created = [...page1.body.jobs, ...page2.body.jobs].map((j: Json) => j.createdAt);
     expect([...created].sort().reverse()).toEqual(created);
+    // the cursor walks the primary key: ids are UUIDv7, so string order is creation order
+    expect([...ids].sort().reverse()).toEqual(ids);
     expect((await call('/v1/jobs?status=queued&type=countdown')).body.jobs).toHaveLength(5);
     await expectRefused(() => call('/v1/jobs?status=sleeping'), 400, 'invalid_input', 'status');
     await expectRefused(() => call('/v1/jobs?cursor=garbage'), 400, 'invalid_input', 'cursor');
