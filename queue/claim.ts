@@ -38,9 +38,29 @@ export async function settleAndClaim(sql: Queryable, completions: Completion[], 
     const [row] = await sql`
       select worker.settle_and_claim(${sql.json(completionsJson(completions))}::jsonb, ${options.workerId}, ${options.pool ?? null},
                                      ${options.limit}::int, ${options.now ?? null}::timestamptz) as r`;
-    const r = row!.r as { settled: string[]; jobs: Record<string, unknown>[] };
-    return { settled: new Set(r.settled), jobs: r.jobs.map(toJob) };
+    const r = row!.r as { settled: string[]; jobs: unknown[][] };
+    return { settled: new Set(r.settled), jobs: r.jobs.map(claimedJob) };
   });
+}
+
+/**
+ * worker.settle_and_claim writes each claimed job as a positional array, in this column order
+ * (migrations/0062): half the bytes of an object repeating every column name.
+ */
+export const CLAIMED_COLUMNS = [
+  'id', 'type', 'payload', 'status', 'priority', 'run_at', 'attempts', 'max_attempts', 'locked_until',
+  'locked_by', 'lease_token', 'dedupe_key', 'submit_key', 'last_error', 'result', 'step', 'checkpoint',
+  'pool', 'weight', 'running_pool', 'concurrency_key', 'concurrency_limit', 'cancel_requested_at',
+  'cancel_reason', 'superseded_by', 'crashes', 'created_at', 'started_at', 'claimed_at', 'finished_at',
+] as const;
+
+function claimedJob(values: unknown[]): Job {
+  if (values.length !== CLAIMED_COLUMNS.length) {
+    throw new Error(`settle_and_claim returned ${values.length} columns per job, expected ${CLAIMED_COLUMNS.length}: migrations and queue/claim.ts disagree`);
+  }
+  const row: Record<string, unknown> = {};
+  for (let i = 0; i < CLAIMED_COLUMNS.length; i++) row[CLAIMED_COLUMNS[i]!] = values[i];
+  return toJob(row);
 }
 
 async function retryingClaim<T>(claim: () => Promise<T>): Promise<T> {

@@ -1,0 +1,36 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CLAIMED_COLUMNS, enqueue, getJob, settleAndClaim } from '../../queue/index.ts';
+import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+describe('settle_and_claim rows', () => {
+  it('names every column of worker.jobs, in table order', async () => {
+    const columns = await db.sql`
+      select attname from pg_attribute where attrelid = 'worker.jobs'::regclass and attnum > 0 and not attisdropped order by attnum`;
+    expect(columns.map((c) => c.attname)).toEqual([...CLAIMED_COLUMNS]);
+  });
+
+  it('hands the runner the same job the table holds, field for field', async () => {
+    const { job: queued } = await enqueue(db.sql, {
+      type: 'uppercase',
+      payload: { text: 'claim me', nested: { list: [1, 'two', null], quote: 'a "b" \\ c' } },
+      priority: 7,
+      maxAttempts: 5,
+      dedupeKey: 'claim-rows:dedupe',
+      submitKey: 'claim-rows:submit',
+      pool: 'claim-rows-pool',
+      weight: 'heavy',
+      concurrencyKey: 'claim-rows:key',
+      concurrencyLimit: 2,
+    });
+    const { jobs } = await settleAndClaim(db.sql, [], { workerId: 'claim-rows-runner', pool: 'claim-rows-pool', limit: 10 });
+    expect(jobs.map((j) => j.id)).toEqual([queued.id]);
+    const stored = (await getJob(db.sql, queued.id))!.job;
+    expect(stored.status).toBe('running');
+    expect(jobs[0]).toEqual(stored);
+  });
+});
