@@ -39,8 +39,8 @@ export async function pruneFinished(sql: Queryable, options: PruneOptions = {}):
   const eventMs = options.eventRetentionMs ?? 30 * DAY_MS;
   const finishedCutoff = sql`coalesce(${now}::timestamptz, now()) - make_interval(secs => ${finishedMs}::bigint / 1000.0)`;
   const failedCutoff = sql`coalesce(${now}::timestamptz, now()) - make_interval(secs => ${failedMs}::bigint / 1000.0)`;
-  // The first condition (older than the shorter retention) is what the BRIN index on finished_at
-  // can narrow the scan by; the second applies each status's own retention.
+  // The first condition (older than the shorter retention) is a range on jobs_finished_idx; the
+  // second applies each status's own retention.
   const [jobs] = await sql`
     with old as (
       select id from worker.jobs
@@ -49,15 +49,15 @@ export async function pruneFinished(sql: Queryable, options: PruneOptions = {}):
        limit ${limit}
     ), del as (delete from worker.jobs j using old where j.id = old.id returning j.id)
     select count(*)::int as n from del`;
-  // Events are append-only and never updated, so a row's ctid is stable for the statement: the
-  // delete finds them by the BRIN index on `at`, and needs no index on the event id.
+  // Events are appended in time order, so the oldest by id are the oldest by time: take the
+  // `limit` lowest ids (a walk of the primary key's left edge, however large the table) and
+  // delete those past retention. An event stamped later than ones after it (a pinned clock) is
+  // kept until its own time comes; it does not hold back the others.
   const [events] = await sql`
-    with del as (
-      delete from worker.job_events e
-       where e.ctid = any (array(
-               select x.ctid from worker.job_events x
-                where x.at < coalesce(${now}::timestamptz, now()) - make_interval(secs => ${eventMs}::bigint / 1000.0)
-                limit ${limit}))
+    with oldest as (select id, at from worker.job_events order by id limit ${limit}),
+    del as (
+      delete from worker.job_events e using oldest o
+       where e.id = o.id and o.at < coalesce(${now}::timestamptz, now()) - make_interval(secs => ${eventMs}::bigint / 1000.0)
       returning 1)
     select count(*)::int as n from del`;
   return { jobs: jobs!.n as number, events: events!.n as number };

@@ -31,6 +31,26 @@ describe('maintenance', () => {
     expect(ev!.n).toBe(0); // every event here is older than 30 days at T0 + 31 d
   });
 
+  it('prunes events oldest first in bounded batches, past a younger event stamped out of order', async () => {
+    const events = async () => (await db.sql`select job_id, at from worker.job_events order by id`).map((r) => ({ job: r.job_id as string, at: (r.at as Date).getTime() }));
+    const old = [];
+    for (let i = 0; i < 5; i++) old.push((await enqueue(db.sql, { type: 'uppercase', payload: { text: `e${i}` }, runAt: at(90 * DAY) }, { now: at(0) })).job.id);
+    // stamped in the future, between the old ones by id
+    const young = (await enqueue(db.sql, { type: 'uppercase', payload: { text: 'young' }, runAt: at(90 * DAY) }, { now: at(40 * DAY) })).job.id;
+    for (let i = 5; i < 8; i++) old.push((await enqueue(db.sql, { type: 'uppercase', payload: { text: `e${i}` }, runAt: at(90 * DAY) }, { now: at(0) })).job.id);
+    const before = (await events()).length;
+    const first = await pruneFinished(db.sql, { now: at(31 * DAY), limit: 3 });
+    expect(first.events).toBe(3);
+    expect((await events()).map((e) => e.job)).not.toContain(old[0]);
+    let total = first.events;
+    for (let i = 0; i < 5; i++) total += (await pruneFinished(db.sql, { now: at(31 * DAY), limit: 3 })).events;
+    expect(total).toBe(8);
+    const left = await events();
+    expect(left).toHaveLength(before - 8);
+    expect(left.filter((e) => e.job === young)).toHaveLength(1);
+    expect(left.every((e) => e.at >= at(31 * DAY - 30 * DAY).getTime())).toBe(true);
+  });
+
   it('opens one stuck_job alert for a step running past the threshold, and resolves it when the job moves on', async () => {
     const { job } = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'stuck' }, priority: 1 }, { now: at(0) });
     const [c] = await claimJobs(db.sql, { workerId: 'slowpoke', limit: 1, now: at(0) });
