@@ -10,6 +10,16 @@ export interface DevStack extends LaunchedDevStack {
 }
 
 /**
+ * Stacks this test file started, stopped after its tests. Test files call startDevStack inside
+ * beforeAll, where vitest silently ignores a new afterAll (the stack, wrangler and workerd were
+ * left running): this hook is registered when the file imports this module, during collection.
+ */
+const started: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const stop of started.splice(0).reverse()) await stop();
+}, 40_000);
+
+/**
  * Boots the `npm start` stack (migrations, sandbox, wrangler dev, cron driver) on this file's
  * test database, with a temporary STARBASE_DATA_DIR, and stops it after the file's tests.
  */
@@ -17,10 +27,10 @@ export async function startDevStack(options: { env?: Record<string, string> } = 
   const db = await createTestDatabase();
   const dataDir = mkdtempSync(join(tmpdir(), 'starbase-e2e-'));
   let stack: LaunchedDevStack | undefined;
-  afterAll(async () => {
+  started.push(async () => {
     await stack?.stop();
     rmSync(dataDir, { recursive: true, force: true });
-  }, 40_000);
+  });
   stack = await launchDevStack({ databaseUrl: db.url, dataDir, env: options.env });
   return { ...stack, databaseUrl: db.url };
 }
