@@ -13,6 +13,16 @@ export interface TestDatabase {
 }
 
 /**
+ * Databases this test file created, dropped after its tests. Files call createTestDatabase inside
+ * beforeAll, where vitest ignores a new afterAll (the databases were never dropped): this hook is
+ * registered when the file imports this module, during collection.
+ */
+const created: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const drop of created.splice(0).reverse()) await drop();
+});
+
+/**
  * A fresh migrated database for this test file, cloned from the run's template and dropped
  * after the file's tests.
  */
@@ -39,7 +49,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     return c;
   };
   const sql = client();
-  afterAll(async () => {
+  created.push(async () => {
     await Promise.all(clients.map((c) => c.end({ timeout: 5 })));
     await admin.unsafe(`drop database if exists ${name} with (force)`);
     await admin.end();
