@@ -3,6 +3,7 @@ import { bodyLimit } from 'hono/body-limit';
 import {
   cancelJob, failJobPermanently, getJob, JOB_STATUSES, readLeaderLease, requeueJob, runningJobs, type JobStatus,
 } from '../../queue/index.ts';
+import { R2LogArchive } from '../adapters/r2-log-archive.ts';
 import { scopesOf } from '../http/auth.ts';
 import { invocationOf } from '../http/context.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
@@ -119,6 +120,19 @@ async function renderJob(c: Context<DashboardEnv>, id: string, message: { done?:
 }
 
 dashboard.get('/dashboard/jobs/:id', requireSession(), (c) => renderJob(c, c.req.param('id'), { done: c.req.query('done') }));
+
+/**
+ * A build's archived log, for the dashboard's session: the API's /v1/builds/:id/logs takes bearer
+ * tokens only, which a browser following a link does not send. Plain text; while the build runs
+ * it is what has been archived so far (reload for more; the API's WebSocket streams it live).
+ */
+dashboard.get('/dashboard/builds/:id/log', requireSession(), async (c) => {
+  const id = c.req.param('id');
+  const found = UUID.test(id) ? await getJob((await invocationOf(c)).sql, id) : null;
+  if (!found || found.job.type !== 'build') throw new HttpError(404, 'not_found', `no build ${id}`);
+  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(found.job.id);
+  return c.body(archived?.text ?? '', 200, { 'content-type': 'text/plain; charset=utf-8', 'x-build-status': found.job.status });
+});
 
 /** Runs a manual operation; a 409 (not allowed from this status) re-renders the page with the reason. */
 async function jobAction(c: Context<DashboardEnv>, name: string, act: () => Promise<unknown>) {

@@ -233,7 +233,7 @@ export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub,
             <button type="submit" class="primary">Retry</button>
           </form>
         ) : null}
-        {job.type === 'build' ? <a href={`/v1/builds/${job.id}/logs`} id="build-log">Build log</a> : null}
+        {job.type === 'build' ? <a href={`/dashboard/builds/${job.id}/log`} id="build-log">Build log</a> : null}
       </div>
 
       <div class="grid2">

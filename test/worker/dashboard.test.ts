@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { dashboard } from '../../functions/dashboard/index.tsx';
+import { archiveKey } from '../../functions/adapters/r2-log-archive.ts';
 import { createSession, readSession, SESSION_TTL_MS } from '../../functions/dashboard/session.ts';
 import { createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
 
@@ -154,7 +155,19 @@ describe('the job page', () => {
 
   it('links a build to its log, and answers an unknown job with a 404 page', async () => {
     const build = await enqueueQueued('build', { serviceId: 'svc', branch: 'main', commitSha: 'abc' });
-    expect((await page(`/dashboard/jobs/${build}`)).text).toContain(`<a href="/v1/builds/${build}/logs" id="build-log">Build log</a>`);
+    expect((await page(`/dashboard/jobs/${build}`)).text).toContain(`<a href="/dashboard/builds/${build}/log" id="build-log">Build log</a>`);
+    // the link works with the session alone (a browser sends no bearer token)
+    expect((await page(`/dashboard/builds/${build}/log`)).text).toBe('');
+    await h.env.BUILD_LOGS.put(archiveKey(build), 'step 1/2: FROM node:24\nstep 2/2: RUN npm ci\n');
+    const log = await page(`/dashboard/builds/${build}/log`);
+    expect(log.status).toBe(200);
+    expect(log.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    expect(log.headers.get('x-build-status')).toBe('queued');
+    expect(log.text).toBe('step 1/2: FROM node:24\nstep 2/2: RUN npm ci\n');
+    const anonymous = await page(`/dashboard/builds/${build}/log`, { cookie: null });
+    expect(anonymous.status).toBe(303);
+    expect(anonymous.text).not.toContain('FROM node');
+    expect((await page(`/dashboard/builds/${await enqueueQueued('uppercase', { text: 'x' })}/log`)).status).toBe(404);
     const missing = await page('/dashboard/jobs/00000000-0000-4000-8000-000000000000');
     expect(missing.status).toBe(404);
     expect(missing.text).toContain('no job 00000000-0000-4000-8000-000000000000');
