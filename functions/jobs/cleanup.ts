@@ -7,8 +7,9 @@ import { defineJobType, done, next, type JobType, type StepContext } from '../..
 /**
  * cleanup: the sweeps the cleanup Cron Trigger runs (every 15 minutes).
  *
- *   orphaned_resources  cloud resources tagged as ours whose tags no live owning row claims,
- *                       older than a grace period (a provisioning step writes its row right
+ *   orphaned_resources  cloud resources tagged as ours whose tags no live owning row claims
+ *                       (a row is not live once destroyed, or once its provisioning job ended
+ *                       failed, oom_killed or cancelled), older than a grace period (a provisioning step writes its row right
  *                       after the provider call; the grace covers that window) → deleted
  *   suspend_unpaid      accounts in payment_failed for longer than a grace period → account
  *                       `suspended`, its services' desired state `suspended: true`
@@ -63,6 +64,14 @@ export interface ResourceOwnerTable {
   accountColumn: string;
   /** Rows with this status own nothing any more (their resources should be gone). */
   deadStatus?: { column: string; value: string };
+  /**
+   * The column holding the id of the job that provisions the row. A row whose job ended failed,
+   * oom_killed or cancelled owns nothing either: the runner compensates a job it fails or
+   * cancels, but one ended by the lease rescue (a crash at the top weight class, or on its final
+   * attempt) runs no hook, and its row would otherwise keep its resources forever. Requeueing the
+   * job makes the row an owner again.
+   */
+  ownerJobColumn?: string;
 }
 
 /** The tag on every resource provisioning creates (functions/jobs/provisioning/resources.ts). */
@@ -70,8 +79,8 @@ export const MANAGED_TAG = 'starbase';
 
 /** platform.databases and platform.clusters keep the tag they put on their resources. */
 export const PLATFORM_RESOURCE_OWNERS: ResourceOwnerTable[] = [
-  { table: 'platform.databases', tagColumn: 'provider_tag', accountColumn: 'account_id', deadStatus: { column: 'status', value: 'destroyed' } },
-  { table: 'platform.clusters', tagColumn: 'provider_tag', accountColumn: 'account_id', deadStatus: { column: 'status', value: 'destroyed' } },
+  { table: 'platform.databases', tagColumn: 'provider_tag', accountColumn: 'account_id', deadStatus: { column: 'status', value: 'destroyed' }, ownerJobColumn: 'job_id' },
+  { table: 'platform.clusters', tagColumn: 'provider_tag', accountColumn: 'account_id', deadStatus: { column: 'status', value: 'destroyed' }, ownerJobColumn: 'id' },
 ];
 
 /** The rows of a purged account (each table has an account_id column), deleted in this order. */
@@ -130,9 +139,11 @@ async function liveOwnerTags(sql: Queryable, owners: ResourceOwnerTable[], tags:
   if (tags.length === 0) return owned;
   for (const o of owners) {
     const rows = await sql`
-      select ${sql(o.tagColumn)} as tag from ${sql(o.table)}
-       where ${sql(o.tagColumn)} = any(${tags}::text[])
-         ${o.deadStatus ? sql`and ${sql(o.deadStatus.column)} is distinct from ${o.deadStatus.value}` : sql``}`;
+      select r.${sql(o.tagColumn)} as tag from ${sql(o.table)} r
+       where r.${sql(o.tagColumn)} = any(${tags}::text[])
+         ${o.deadStatus ? sql`and r.${sql(o.deadStatus.column)} is distinct from ${o.deadStatus.value}` : sql``}
+         ${o.ownerJobColumn ? sql`and not exists (select 1 from worker.jobs j where j.id = r.${sql(o.ownerJobColumn)}
+                                                    and j.status in ('failed', 'oom_killed', 'cancelled'))` : sql``}`;
     for (const r of rows) owned.add(r.tag as string);
   }
   return owned;

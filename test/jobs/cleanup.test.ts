@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { cleanupJob, type AccountLogObjects, type CleanupDeps, type CloudInventory, type CloudResource } from '../../functions/jobs/cleanup.ts';
-import { enqueue, JobRegistry, runSteps } from '../../queue/index.ts';
+import { claimJobs, enqueue, JobRegistry, rescueExpiredLeases, runSteps } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
 /**
@@ -149,6 +149,30 @@ describe('sweep: orphaned cloud resources', () => {
     const again = await runCleanup({ sweep: 'orphaned_resources' });
     expect(again.sweep('orphaned_resources').count).toBe(0);
     expect(cloud.deleted).toHaveLength(3);
+  });
+
+  it('treats a row whose provisioning job the lease rescue ended (no compensation ran) as owning nothing', async () => {
+    await account('o_stranded');
+    // a provision job crashing at the top weight class: the rescue ends it oom_killed, no hook runs
+    const { job: crashed } = await enqueue(db.sql, { type: 'provision_db', payload: {}, weight: 'heavy', priority: 0, runAt: ago(3 * HOUR) }, { now: ago(3 * HOUR) });
+    const [claimed] = await claimJobs(db.sql, { workerId: 'crashing-runner', limit: 1, now: ago(3 * HOUR) });
+    expect(claimed!.id).toBe(crashed.id);
+    expect(await rescueExpiredLeases(db.sql, { now: ago(HOUR) })).toMatchObject({ oomKilled: 1 });
+    await db.sql`insert into platform.databases (job_id, account_id, service_id, name, region, size, provider_tag, status)
+                 values (${crashed.id}, 'o_stranded', 'svc_o_stranded', 'db-stranded', 'fra1', 'db-s-1vcpu-1gb', 'starbase-db-stranded', 'provisioning')`;
+    // a provision job still on its way (queued for later) keeps its row an owner
+    const { job: waiting } = await enqueue(db.sql, { type: 'provision_cluster', payload: {}, runAt: new Date(NOW.getTime() + DAY) }, { now: ago(HOUR) });
+    await db.sql`insert into platform.clusters (id, account_id, name, region, size, control_planes, workers, provider_tag, status)
+                 values (${waiting.id}, 'o_stranded', 'cl-waiting', 'fra1', 's-2vcpu-4gb', 1, 1, 'starbase-cluster-waiting', 'provisioning')`;
+    cloud.add('database', 'd-stranded', ['starbase', 'starbase-db-stranded']);
+    cloud.add('droplet', '201', ['starbase', 'starbase-cluster-waiting', 'starbase-role-control-plane']);
+    const before = await platformState();
+
+    const run = await runCleanup({ sweep: 'orphaned_resources' });
+    expect(cloud.deleted).toEqual(['database:d-stranded']);
+    expect([...cloud.resources.keys()]).toEqual(['droplet:201']);
+    expect(targets(run, 'orphaned_resources')).toEqual(['delete_resource database:d-stranded']);
+    expect({ ...(await platformState()), audit: [] }).toEqual({ ...before, audit: [] }); // no platform row touched
   });
 
   it('works through many orphans in bounded batches', async () => {
