@@ -51,8 +51,9 @@ export async function pruneFinished(sql: Queryable, options: PruneOptions = {}):
     select count(*)::int as n from del`;
   // Events are appended in time order, so the oldest by id are the oldest by time: take the
   // `limit` lowest ids (a walk of the primary key's left edge, however large the table) and
-  // delete those past retention. An event stamped later than ones after it (a pinned clock) is
-  // kept until its own time comes; it does not hold back the others.
+  // delete those past retention: at most `limit` rows read per pass, even when none is old yet.
+  // An event stamped later than ones after it (a pinned clock) is kept until its own time comes,
+  // taking one place of the batch meanwhile; it does not hold back the events behind it.
   const [events] = await sql`
     with oldest as (select id, at from worker.job_events order by id limit ${limit}),
     del as (
