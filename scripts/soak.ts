@@ -1,12 +1,11 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import { checkHistory } from '../test/support/history.ts';
-import { freePort } from './embedded-postgres.ts';
-import { fail, PROJECT_ROOT } from './lib/cli.ts';
+import { fail } from './lib/cli.ts';
+import { launchDevStack, type LaunchedDevStack } from './lib/dev-stack.ts';
 
 // `npm run soak -- --minutes N [--rate R] [--concurrency C] [--seed S]`
 // Boots the `npm start` stack on a fresh embedded Postgres in a temporary data folder, drives a
@@ -48,32 +47,9 @@ const log = (msg: string) => console.log(`[soak] ${msg}`);
 
 // ---- the stack ----
 const dataDir = mkdtempSync(join(tmpdir(), 'starbase-soak-'));
-const port = await freePort();
-const { DATABASE_URL: _external, ...parentEnv } = process.env; // always a fresh embedded Postgres: the check reads the whole database
-const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
-  cwd: PROJECT_ROOT,
-  env: { ...parentEnv, PORT: String(port), STARBASE_DATA_DIR: dataDir },
-  stdio: ['ignore', 'pipe', 'pipe'],
-});
-const tail: string[] = [];
-let startup = '';
-const keep = (chunk: Buffer) => {
-  const text = chunk.toString();
-  if (startup.length < 100_000) startup += text;
-  for (const line of text.split('\n')) if (line.trim()) tail.push(line);
-  if (tail.length > 200) tail.splice(0, tail.length - 200);
-};
-child.stdout!.on('data', keep);
-child.stderr!.on('data', keep);
-const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-
+let stack: LaunchedDevStack | undefined;
 async function stopStack(): Promise<void> {
-  if (child.exitCode === null && child.signalCode === null) {
-    child.kill('SIGINT');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    await exited;
-    clearTimeout(timer);
-  }
+  await stack?.stop();
   rmSync(dataDir, { recursive: true, force: true });
 }
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -84,17 +60,15 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 log(`seed ${seed}; starting the npm start stack (embedded Postgres in ${dataDir})…`);
-const bootDeadline = Date.now() + 180_000;
-while (!/starbase-worker is running/.test(startup)) {
-  if (Date.now() > bootDeadline || child.exitCode !== null) {
-    console.error(startup);
-    await stopStack();
-    fail('the dev stack did not start');
-  }
-  await new Promise((r) => setTimeout(r, 200));
+try {
+  // no databaseUrl: always a fresh embedded Postgres, since the check reads the whole database
+  stack = await launchDevStack({ dataDir, bootTimeoutMs: 180_000, outputLimit: 20_000 });
+} catch (error) {
+  console.error((error as Error).message);
+  await stopStack();
+  fail('the dev stack did not start');
 }
-const baseUrl = /API\s+(http:\/\/\S+)/.exec(startup)![1]!;
-const token = /dev token\s+(\S+)/.exec(startup)![1]!;
+const { baseUrl, token } = stack;
 const { databaseUrl } = JSON.parse(readFileSync(join(dataDir, 'dev-stack.json'), 'utf8')) as { databaseUrl: string };
 log(`stack up at ${baseUrl}; load for ${minutes} min at ${rate} operations/s, ${concurrency} at once`);
 
@@ -323,5 +297,5 @@ console.log(`
 await sql.end();
 await stopStack();
 const clean = problems.length === 0 && errorStatuses.length === 0 && errors.length === 0;
-if (!clean && tail.length) console.log(`last lines of the stack:\n${tail.slice(-40).join('\n')}`);
+if (!clean) console.log(`last lines of the stack:\n${stack.output().split('\n').filter((l) => l.trim()).slice(-40).join('\n')}`);
 process.exit(clean ? 0 : 1);

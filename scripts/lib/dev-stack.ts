@@ -38,10 +38,13 @@ export interface LaunchOptions {
  */
 export async function launchDevStack(options: LaunchOptions): Promise<LaunchedDevStack> {
   const port = options.port ?? (await freePort());
+  // Without options.databaseUrl the stack runs its embedded Postgres, whatever this shell's
+  // DATABASE_URL says (the soak reads the whole database afterwards: it must be its own).
+  const { DATABASE_URL: _inherited, ...inherited } = process.env;
   const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
     cwd: PROJECT_ROOT,
     env: {
-      ...process.env,
+      ...inherited,
       WRANGLER_SEND_METRICS: 'false',
       ...options.env,
       PORT: String(port),
