@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
+import { percentile } from '../bench/stats.ts';
 import { checkHistory } from '../test/support/history.ts';
 import { fail } from './lib/cli.ts';
 import { launchDevStack, type LaunchedDevStack } from './lib/dev-stack.ts';
@@ -273,9 +274,8 @@ const startLatency = await sql`
    where started_at is not null and run_at = created_at and submit_key is null and dedupe_key is null
      and created_at <= to_timestamp(${loadEnds / 1000})
    order by 1`;
-const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN);
 const startMs = startLatency.map((r) => Number(r.ms));
-const enqueueMs = [...(latencies.enqueue ?? [])].sort((a, b) => a - b);
+const enqueueMs = latencies.enqueue ?? [];
 const fmt = (n: number) => (Number.isNaN(n) ? '-' : `${n.toFixed(0)} ms`);
 const errorStatuses = Object.entries(statuses).filter(([k]) => / (5\d\d|network-error)$/.test(k));
 
@@ -287,8 +287,8 @@ console.log(`
   jobs          ${enqueued.size} enqueued (${(enqueued.size / loadSeconds).toFixed(1)}/s), ${window!.finished_in_load} finished during the load (${(window!.finished_in_load / loadSeconds).toFixed(1)}/s), ${window!.steps_in_load} steps (${(window!.steps_in_load / loadSeconds).toFixed(1)}/s)
   ended         ${byStatus.map((r) => `${r.status} ${r.n}`).join(', ')}
   operator      ${cancelled.size} cancels, ${retried.size} retries, ${released} leases taken from running jobs, ${tally.leaseExpired} leases expired
-  enqueue→start p50 ${fmt(pct(startMs, 50))}  p90 ${fmt(pct(startMs, 90))}  p99 ${fmt(pct(startMs, 99))}  max ${fmt(startMs.at(-1) ?? NaN)}  (${startMs.length} jobs due at once)
-  POST /v1/jobs p50 ${fmt(pct(enqueueMs, 50))}  p99 ${fmt(pct(enqueueMs, 99))}
+  enqueue→start p50 ${fmt(percentile(startMs, 50))}  p90 ${fmt(percentile(startMs, 90))}  p99 ${fmt(percentile(startMs, 99))}  max ${fmt(startMs.at(-1) ?? NaN)}  (${startMs.length} jobs due at once)
+  POST /v1/jobs p50 ${fmt(percentile(enqueueMs, 50))}  p99 ${fmt(percentile(enqueueMs, 99))}
   HTTP          ${Object.entries(statuses).sort().map(([k, v]) => `${k}: ${v}`).join(', ')}
   errors        ${errorStatuses.length ? errorStatuses.map(([k, v]) => `${k}: ${v}`).join(', ') : 'none'}${errors.length ? `\n                ${errors.slice(0, 10).join('\n                ')}` : ''}
   consistency   ${problems.length ? `FAILED\n                ${problems.join('\n                ')}` : `ok: ${jobs.length} jobs, every one terminal, one result per done job, every event history replays`}
