@@ -1,10 +1,10 @@
 import type { Queryable } from './db.ts';
-import { toJob, toJobEvent, type Job, type JobEvent, type JobStatus } from './job.ts';
+import { isJobId, toJob, toJobEvent, type Job, type JobEvent, type JobStatus } from './job.ts';
 
 /** Read-side queries shared by the HTTP API, the CLI and the dashboard. */
 
 export async function getJob(sql: Queryable, id: string): Promise<{ job: Job; events: JobEvent[] } | null> {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) return null;
+  if (!isJobId(id)) return null;
   const [row] = await sql`select * from worker.jobs where id = ${id}`;
   if (!row) return null;
   const events = await sql`select * from worker.job_events where job_id = ${id} order by id`;
@@ -27,12 +27,10 @@ export function encodeCursor(job: Pick<Job, 'id'>): string {
   return Buffer.from(JSON.stringify([job.id])).toString('base64url');
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export function decodeCursor(cursor: string): { id: string } | null {
   try {
     const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (!Array.isArray(value) || value.length !== 1 || typeof value[0] !== 'string' || !UUID.test(value[0])) return null;
+    if (!Array.isArray(value) || value.length !== 1 || typeof value[0] !== 'string' || !isJobId(value[0])) return null;
     return { id: value[0] };
   } catch {
     return null;

@@ -49,6 +49,13 @@ export interface JobEvent {
 
 type Row = Record<string, unknown>;
 
+const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whether a string has a job id's shape (a UUID): checked before a lookup, so junk is "not found", not a cast error. */
+export function isJobId(value: string): boolean {
+  return JOB_ID.test(value);
+}
+
 /** run_at of a job parked until resumed ('infinity' in Postgres). */
 export const PARKED_MS = 8.64e15;
 

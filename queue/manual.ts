@@ -1,6 +1,6 @@
 import type { Sql } from './db.ts';
 import { ConflictError, NotFoundError, ValidationError } from './errors.ts';
-import { toJob, type Job, type JobStatus } from './job.ts';
+import { isJobId, toJob, type Job, type JobStatus } from './job.ts';
 
 /**
  * Manual operations (over HTTP, in the CLI, or called directly). Each locks the job row, checks
@@ -16,7 +16,7 @@ interface Transition {
 }
 
 async function transition(sql: Sql, id: string, t: Transition): Promise<Job> {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw new NotFoundError(`no job ${id}`);
+  if (!isJobId(id)) throw new NotFoundError(`no job ${id}`);
   try {
     return (await sql.begin(async (tx) => {
       const [row] = await tx`select *, coalesce(${t.now ?? null}::timestamptz, now()) as _now from worker.jobs where id = ${id} for update`;

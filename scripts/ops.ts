@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import {
-  cancelJob, ConflictError, failJobPermanently, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
+  cancelJob, ConflictError, failJobPermanently, isJobId, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
   requeueJob, rescueExpiredLeases, runningJobs, ValidationError,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
@@ -212,7 +212,7 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
   const spec = COMMANDS[command];
   if (!spec) throw new UsageError(`unknown command "${command}"`);
   if (spec.needsId && !id) throw new UsageError(`${command} needs a job id: npm run ops -- ${spec.usage}`);
-  if (spec.needsId && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id!)) {
+  if (spec.needsId && !isJobId(id!)) {
     throw new UsageError(`"${id}" is not a job id (a UUID, as the dashboard and \`npm run ops -- running\` show)`);
   }
   if (!spec.needsId && id !== undefined) throw new UsageError(`${command} takes no argument, got "${id}"`);

@@ -23,7 +23,6 @@ import {
 export const dashboard = new Hono<DashboardEnv>();
 
 const DEPTH_WINDOW_MS = 6 * 3_600_000;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 dashboard.use('/', async (c, next) => {
   await next();
@@ -110,7 +109,7 @@ dashboard.get('/', requireSession(), async (c) => {
 
 async function renderJob(c: Context<DashboardEnv>, id: string, message: { done?: string; error?: string } = {}, status: 200 | 409 = 200) {
   const inv = await invocationOf(c);
-  const found = UUID.test(id) ? await getJob(inv.sql, id) : null;
+  const found = await getJob(inv.sql, id);
   if (!found) throw new HttpError(404, 'not_found', `no job ${id}`);
   const [clock] = await inv.sql`select now() as now`;
   return c.html(
@@ -128,7 +127,7 @@ dashboard.get('/dashboard/jobs/:id', requireSession(), (c) => renderJob(c, c.req
  */
 dashboard.get('/dashboard/builds/:id/log', requireSession(), async (c) => {
   const id = c.req.param('id');
-  const found = UUID.test(id) ? await getJob((await invocationOf(c)).sql, id) : null;
+  const found = await getJob((await invocationOf(c)).sql, id);
   if (!found || found.job.type !== 'build') throw new HttpError(404, 'not_found', `no build ${id}`);
   const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(found.job.id);
   return c.body(archived?.text ?? '', 200, { 'content-type': 'text/plain; charset=utf-8', 'x-build-status': found.job.status });
