@@ -3,8 +3,8 @@ import { bodyLimit } from 'hono/body-limit';
 import {
   cancelJob, failJobPermanently, getJob, JOB_STATUSES, readLeaderLease, requeueJob, runningJobs, type JobStatus,
 } from '../../queue/index.ts';
-import { R2LogArchive } from '../adapters/r2-log-archive.ts';
 import { scopesOf } from '../http/auth.ts';
+import { archivedLog } from '../http/builds.ts';
 import { invocationOf } from '../http/context.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { SECURITY_HEADERS } from './layout.tsx';
@@ -129,8 +129,7 @@ dashboard.get('/dashboard/builds/:id/log', requireSession(), async (c) => {
   const id = c.req.param('id');
   const found = await getJob((await invocationOf(c)).sql, id);
   if (!found || found.job.type !== 'build') throw new HttpError(404, 'not_found', `no build ${id}`);
-  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(found.job.id);
-  return c.body(archived?.text ?? '', 200, { 'content-type': 'text/plain; charset=utf-8', 'x-build-status': found.job.status });
+  return archivedLog(c, found.job);
 });
 
 /** Runs a manual operation; a 409 (not allowed from this status) re-renders the page with the reason. */

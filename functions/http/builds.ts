@@ -1,7 +1,8 @@
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
-import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES } from '../../queue/index.ts';
+import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES, type Job } from '../../queue/index.ts';
+import type { WorkerEnv } from '../config.ts';
 import { R2LogArchive } from '../adapters/r2-log-archive.ts';
 import { buildPayload } from '../jobs/build.ts';
 import { requireScope } from './auth.ts';
@@ -50,10 +51,15 @@ builds.get('/v1/builds/:id/logs', requireScope('enqueue', 'admin'), async (c) =>
   if (!running && c.req.header('upgrade')?.toLowerCase() === 'websocket') {
     throw new HttpError(410, 'build_finished', 'the build has finished: GET this URL without an upgrade for its archived log');
   }
-  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(found.job.id);
+  return archivedLog(c, found.job);
+});
+
+/** A build's archived log as plain text (what is archived so far while it runs); the dashboard serves it too. */
+export async function archivedLog<E extends { Bindings: WorkerEnv }>(c: Context<E>, build: Job): Promise<Response> {
+  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(build.id);
   return c.body(archived?.text ?? '', 200, {
     'content-type': 'text/plain; charset=utf-8',
-    'x-build-status': found.job.status,
+    'x-build-status': build.status,
     'x-build-last-line': String(archived?.lastSeq ?? 0),
   });
-});
+}
