@@ -29,7 +29,8 @@ drop index worker.jobs_created_idx;
 -- narrows again: after one retention period every range would match the prune.)
 drop index worker.job_events_at_idx;
 
--- The enqueue functions of 0002, restated only to take their ids from worker.uuidv7().
+-- The enqueue functions of 0002, restated to take their ids from worker.uuidv7() and to create
+-- the row of a job's concurrency key with the job.
 
 -- The engine's enqueue. Returns the job as jsonb plus `_duplicate` (a repeated submit_key) and
 -- `_superseded` (the waiting job this one replaced), which the public enqueue_job drops.
@@ -59,6 +60,12 @@ begin
   v_request := jsonb_build_object('type', p_type, 'payload', p_payload, 'priority', p_priority,
     'maxAttempts', p_max_attempts, 'dedupeKey', p_dedupe_key, 'pool', p_pool, 'weight', p_weight,
     'concurrencyKey', p_concurrency_key, 'concurrencyLimit', p_concurrency_limit);
+
+  -- The claim locks a job's concurrency-key row; creating it with the job means a claim never has
+  -- to create one, so it can avoid waiting where a wait could deadlock (0063).
+  if p_concurrency_key is not null then
+    insert into worker.concurrency_keys (key) values (p_concurrency_key) on conflict do nothing;
+  end if;
 
   loop
     if p_submit_key is not null then
@@ -137,6 +144,10 @@ begin
       end;
       i := i + 1;
     end loop;
+    insert into worker.concurrency_keys (key)
+    select distinct x->>'concurrencyKey' from jsonb_array_elements(p_jobs) x
+     where x->>'concurrencyKey' is not null order by 1
+    on conflict do nothing;
     return query
       with input as (
         select worker.uuidv7() as id, x.value as e, x.ord
