@@ -9,6 +9,12 @@ export interface ClaimOptions {
   pool?: string | null;
   limit: number;
   now?: Date;
+  /**
+   * The job types this claimer can run: it claims only jobs of these types, and jobs of other
+   * types stay queued for a runner that has them (never failed). Absent: every type. An empty
+   * list claims nothing.
+   */
+  types?: readonly string[];
 }
 
 const UNIQUE_VIOLATION = '23505';
@@ -25,7 +31,12 @@ export async function claimJobs(sql: Queryable, options: ClaimOptions): Promise<
 function claimStatement(sql: Queryable, options: ClaimOptions) {
   return sql`
     select * from worker.claim_jobs(${options.workerId}, ${options.pool ?? null}, ${options.limit}::int,
-                                    ${options.now ?? null}::timestamptz)`;
+                                    ${options.now ?? null}::timestamptz, ${typesParam(options)}::text[])`;
+}
+
+/** The p_types argument: null takes every type. */
+function typesParam(options: ClaimOptions): string[] | null {
+  return options.types === undefined ? null : [...options.types];
 }
 
 /**
@@ -37,7 +48,7 @@ export async function settleAndClaim(sql: Queryable, completions: Completion[], 
   return retryingClaim(async () => {
     const [row] = await sql`
       select worker.settle_and_claim(${sql.json(completionsJson(completions))}::jsonb, ${options.workerId}, ${options.pool ?? null},
-                                     ${options.limit}::int, ${options.now ?? null}::timestamptz) as r`;
+                                     ${options.limit}::int, ${options.now ?? null}::timestamptz, ${typesParam(options)}::text[]) as r`;
     const r = row!.r as { settled: string[]; jobs: unknown[][] };
     return { settled: new Set(r.settled), jobs: r.jobs.map(claimedJob) };
   });
