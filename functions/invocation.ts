@@ -121,9 +121,12 @@ export async function drain(inv: Invocation, budgetMs: number): Promise<RunCount
     const left = deadline - Date.now();
     if (left <= 0) return total;
     const [next] = await inv.sql`
-      -- null when nothing is queued (greatest() would turn the null into 0)
+      -- null when nothing is queued (greatest() would turn the null into 0). A parked job's run_at
+      -- is 'infinity' and never falls due: it is left out, because Postgres 15 and 16 raise
+      -- "cannot subtract infinite timestamps" on 'infinity' - now() (17 returns an infinite interval).
       select (extract(epoch from min(run_at) - now()) * 1000)::float8 as due_in_ms
-        from worker.jobs where status = 'queued' and (pool is null or pool = ${inv.config.pool})`;
+        from worker.jobs
+       where status = 'queued' and run_at < 'infinity' and (pool is null or pool = ${inv.config.pool})`;
     const dueIn = next?.due_in_ms as number | null;
     if (dueIn === null || dueIn >= left) return total;
     // due now yet nothing was claimed: blocked (behind its dedupe key, at a limit), not waiting for time

@@ -60,6 +60,19 @@ describe('the tick', () => {
   });
 });
 
+describe('the drain', () => {
+  it('ends when the only queued jobs are parked (run_at infinity), on every supported Postgres', async () => {
+    await clear();
+    await h.sql`select worker.enqueue_jobs(${h.sql.json([{ type: 'countdown', payload: { n: 1 } }])}::jsonb)`;
+    // parked as a step that returns no delay leaves it: queued until resumed
+    await h.sql`update worker.jobs set run_at = 'infinity', step = 'parked' where status = 'queued' and type = 'countdown'`;
+    // Postgres 15 and 16 refuse 'infinity' - now() ("cannot subtract infinite timestamps")
+    await h.trigger(TICK, new Date(), { TICK_BUDGET_MS: '2000' });
+    const parked = await h.sql`select status, run_at = 'infinity' as parked from worker.jobs where type = 'countdown' and step = 'parked'`;
+    expect(parked).toEqual([{ status: 'queued', parked: true }]);
+  });
+});
+
 describe('cron slots', () => {
   it('a duplicate or overlapping trigger of one slot makes one job', async () => {
     await clear();
