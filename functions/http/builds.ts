@@ -16,7 +16,12 @@ export const PUSH_DEBOUNCE_MS = 5000;
 
 export const builds = new Hono<AppEnv>();
 
-/** A git push: a `build` job, debounced per service and branch. */
+/**
+ * A git push: a `build` job, debounced per service and branch. The service must exist (404
+ * otherwise, writing nothing): a push names a service the platform created with its account, and
+ * a build for an unknown id would otherwise create an ownerless service row when it finishes. The
+ * row is key-share locked until the job is enqueued, so a concurrent delete waits for the push.
+ */
 builds.post(
   '/v1/pushes',
   requireScope('enqueue'),
@@ -24,11 +29,15 @@ builds.post(
   async (c) => {
     const body = await readJson(c, z.strictObject(buildPayload.shape));
     const inv = await invocationOf(c);
-    const { job, superseded } = await enqueue(inv.sql, {
-      type: 'build',
-      payload: body,
-      dedupeKey: `deploy:${body.serviceId}:${body.branch}`,
-      delayMs: PUSH_DEBOUNCE_MS,
+    const { job, superseded } = await inv.sql.begin(async (tx) => {
+      const [service] = await tx`select 1 from platform.services where id = ${body.serviceId} for key share`;
+      if (!service) throw new NotFoundError(`no service ${body.serviceId}`);
+      return enqueue(tx, {
+        type: 'build',
+        payload: body,
+        dedupeKey: `deploy:${body.serviceId}:${body.branch}`,
+        delayMs: PUSH_DEBOUNCE_MS,
+      });
     });
     return c.json({ job: jobJson(job), superseded }, 201);
   },

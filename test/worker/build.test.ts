@@ -33,6 +33,13 @@ async function buildsOf(serviceId: string): Promise<Json[]> {
   return builds.builds.filter((b) => b.serviceId === serviceId);
 }
 
+/** A service row, as the platform creates it with its account: a push must name one. */
+async function newService(): Promise<string> {
+  const id = `svc-${uid()}`;
+  await h.sql`insert into platform.services (id, account_id) values (${id}, 'acct-build-test')`;
+  return id;
+}
+
 async function push(serviceId: string, branch = 'main', commitSha = 'abc1234') {
   const res = await h.request('/v1/pushes', { method: 'POST', token: 'enqueue', json: { serviceId, branch, commitSha } });
   expect(res.status).toBe(201);
@@ -45,7 +52,7 @@ async function runNow(id: string) {
 
 describe('POST /v1/pushes', () => {
   it('debounces: a second push inside the window supersedes the first and runs 5 s later', async () => {
-    const svc = `svc-${uid()}`;
+    const svc = await newService();
     const first = await push(svc, 'main', 'aaaaaaa');
     expect(Date.parse(first.job.runAt) - Date.parse(first.job.createdAt)).toBe(5000);
     expect(first.job.dedupeKey).toBe(`deploy:${svc}:main`);
@@ -58,7 +65,7 @@ describe('POST /v1/pushes', () => {
   });
 
   it('a push while a build for the key runs waits behind it', async () => {
-    const svc = `svc-${uid()}`;
+    const svc = await newService();
     await script({ serviceId: svc, outcome: 'hang', polls: 1, lines: 2 });
     const first = await push(svc);
     await runNow(first.job.id);
@@ -73,6 +80,16 @@ describe('POST /v1/pushes', () => {
     await h.request(`/v1/jobs/${second.job.id}/cancel`, { method: 'POST', json: {} });
   });
 
+  it('answers 404 for a service that does not exist, writing nothing', async () => {
+    const before = await countJobs(h.sql);
+    const unknown = `svc-${uid()}`;
+    const res = await h.request('/v1/pushes', { method: 'POST', token: 'enqueue', json: { serviceId: unknown, branch: 'main', commitSha: 'abc1234' } });
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as Json).error).toMatchObject({ code: 'not_found', message: `no service ${unknown}` });
+    expect(await countJobs(h.sql)).toBe(before);
+    expect(await h.sql`select 1 from platform.services where id = ${unknown}`).toEqual([]);
+  });
+
   it('refuses a bad push, naming the field, writing nothing', async () => {
     const before = await countJobs(h.sql);
     const res = await h.request('/v1/pushes', { method: 'POST', json: { serviceId: 'x', branch: 'main', commitSha: 'not hex!' } });
@@ -84,7 +101,7 @@ describe('POST /v1/pushes', () => {
 
 describe('the build job on ticks', () => {
   it('submits, polls and finishes: desired state set, one archive object equal to the build log', async () => {
-    const svc = `svc-${uid()}`;
+    const svc = await newService();
     await script({ serviceId: svc, outcome: 'succeed', polls: 3, lines: 17 });
     const { job } = await push(svc, 'main', 'feedbee');
     await runNow(job.id);
@@ -106,7 +123,7 @@ describe('the build job on ticks', () => {
   });
 
   it('a failed build ends the job failed with the build error and no desired-state change', async () => {
-    const svc = `svc-${uid()}`;
+    const svc = await newService();
     await script({ serviceId: svc, outcome: 'fail', polls: 1, lines: 4, error: 'npm ERR! missing script: build' });
     const { job } = await push(svc);
     await runNow(job.id);
@@ -114,11 +131,11 @@ describe('the build job on ticks', () => {
     const [row] = await h.sql`select status, last_error from worker.jobs where id = ${job.id}`;
     expect(row!.status).toBe('failed');
     expect(row!.last_error).toContain('npm ERR! missing script: build');
-    expect(await h.sql`select 1 from platform.services where id = ${svc}`).toHaveLength(0);
+    expect(await h.sql`select desired_state from platform.services where id = ${svc}`).toEqual([{ desired_state: {} }]);
   });
 
   it('a live viewer receives the lines as the poll steps read them, then the end', async () => {
-    const svc = `svc-${uid()}`;
+    const svc = await newService();
     await script({ serviceId: svc, outcome: 'succeed', polls: 2, lines: 9 });
     const { job } = await push(svc);
     const res = await h.request(`/v1/builds/${job.id}/logs`, { token: 'enqueue', headers: { upgrade: 'websocket' } });
@@ -140,7 +157,7 @@ describe('the build job on ticks', () => {
   });
 
   it('cancelling the job cancels the build at the provider', async () => {
-    const svc = `svc-${uid()}`;
+    const svc = await newService();
     await script({ serviceId: svc, outcome: 'hang', polls: 1, lines: 3 });
     const { job } = await push(svc);
     await runNow(job.id);
