@@ -75,12 +75,39 @@ function unreachable(error: unknown): Error {
   return Object.assign(new Error(`database connection failed: ${message}`), { code: 'DATABASE_UNREACHABLE' });
 }
 
+/**
+ * Array parameters without reading the server's type list. postgres.js learns each parameter's
+ * type from the server when it prepares a statement (`$5::text[]` → text[]), but it serializes
+ * an array only for the array types it fetched on connect; with `fetch_types: false` a JS array
+ * would be sent as `a,b,c`, which Postgres refuses ("malformed array literal"). These are the
+ * scalar array types the engine passes (the claim's job types are a text[]), as array literals.
+ */
+const ARRAY_TYPES = { text: 1009, varchar: 1015, int4: 1007, int8: 1016, uuid: 2951 } as const;
+
+function arrayElement(x: unknown): string {
+  if (x === null || x === undefined) return 'NULL';
+  const text = x instanceof Date ? x.toISOString() : String(x);
+  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+}
+
+/** A one-dimensional array as a Postgres array literal; a string is taken as a literal already. */
+export function arrayLiteral(xs: unknown): string {
+  if (!Array.isArray(xs)) return String(xs);
+  return `{${xs.map(arrayElement).join(',')}}`;
+}
+
+const arrayTypes = Object.fromEntries(
+  Object.entries(ARRAY_TYPES).map(([name, oid]) => [`${name}_array`, { to: oid, serialize: arrayLiteral }]),
+);
+
 /** A postgres.js client for use inside the Worker, on the socket above. */
 export function connectInWorker(url: string, options: { max: number; applicationName?: string }): import('../queue/index.ts').Sql {
   const settings = {
     max: options.max,
-    // no round trip to read the server's types on connect: every array parameter is cast in SQL
+    // no round trip to read the server's types on connect; array parameters are serialized by
+    // arrayTypes (results of array type stay the server's text form)
     fetch_types: false,
+    types: arrayTypes,
     socket: openPostgresSocket,
     onnotice: () => {},
     connection: { application_name: options.applicationName ?? 'starbase-worker' },
