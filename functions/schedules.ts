@@ -135,7 +135,8 @@ export async function backfillSlots(sql: Sql, now: Date, windowMs: number, sched
  * The dead-man check: record each schedule's latest successful slot, then open a
  * schedule_missed alert for a schedule whose slot due `graceMs` ago has not succeeded (and
  * resolve it once one has). A schedule whose spec does not parse opens a schedule_invalid alert
- * naming the spec and the reason, and is listed in `invalid`.
+ * naming the spec and the reason, and is listed in `invalid`; the alert is resolved by the first
+ * check that finds the spec valid again (or the schedule gone). `resolved` counts both kinds.
  */
 export async function checkSchedules(
   sql: Sql,
@@ -184,5 +185,12 @@ export async function checkSchedules(
       resolved += done.length;
     }
   }
+  // A spec that parses again (or a schedule no longer defined) closes its schedule_invalid alert.
+  const fixed = await sql`
+    update worker.alerts set resolved_at = ${now}
+     where kind = 'schedule_invalid' and resolved_at is null
+       and key not in (select jsonb_array_elements_text(${sql.json([...invalid.keys()])}::jsonb))
+    returning id`;
+  resolved += fixed.length;
   return { missed, resolved, invalid: [...invalid.keys()] };
 }
