@@ -3,16 +3,17 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExposition } from '../../functions/lib/prometheus.ts';
+import { testBrowser } from '../support/browser.ts';
 import { startDevStack, type DevStack } from '../support/dev-stack.ts';
 
 /**
- * The dashboard in a real browser — Debian's chromium driven by playwright-core, never a
- * downloaded browser — against the `npm start` stack: log in, see a job enqueued through the API
+ * The dashboard in a real browser — Chromium driven by playwright-core: Debian's when installed,
+ * else the one the npm package @sparticuz/chromium ships (test/support/browser.ts; never a
+ * downloaded browser) — against the `npm start` stack: log in, see a job enqueued through the API
  * with its status, cancel it from its page, see the status change. Screenshots go to
  * test-artifacts/; with STARBASE_DOCS_SCREENSHOT=1 the overview is also saved as
  * docs/dashboard.png (the README's screenshot).
  */
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = 'test-artifacts';
 
 let stack: DevStack;
@@ -21,8 +22,10 @@ let page: Page;
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   stack = await startDevStack();
+  const found = testBrowser();
   browser = await chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: found.executablePath,
+    env: found.env,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
   page = await (await browser.newContext({ viewport: { width: 1360, height: 1000 } })).newPage();
