@@ -1,4 +1,5 @@
 import type { AlertMessage, Alerts } from '../../queue/index.ts';
+import { alertTitle } from '../lib/alert-kinds.ts';
 
 export interface WebhookAlertsOptions {
   /** A Slack incoming-webhook URL (or any endpoint taking Slack's `{text}` JSON); a secret. */
@@ -11,21 +12,13 @@ export interface WebhookAlertsOptions {
   fetch?: typeof fetch;
 }
 
-const TITLES: Record<string, string> = {
-  poison_job: 'Poison job',
-  lease_oom: 'Job killed at the top weight class',
-  stuck_job: 'Stuck job',
-  schedule_missed: 'Schedule missed',
-  leader_churn: 'Leader churn',
-};
-
 /** Slack's mrkdwn treats &, < and > as control characters. */
 const escapeMrkdwn = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /** The text of one alert as Slack shows it. */
 export function alertText(alert: AlertMessage, options: Pick<WebhookAlertsOptions, 'scrub' | 'jobLinkBase'> = {}): string {
   const scrub = options.scrub ?? ((s: string) => s);
-  const title = TITLES[alert.kind] ?? alert.kind;
+  const title = alertTitle(alert.kind);
   const lines = [`:rotating_light: *${escapeMrkdwn(title)}* (${escapeMrkdwn(alert.kind)} ${escapeMrkdwn(alert.key)})`, escapeMrkdwn(scrub(alert.message))];
   if (alert.jobId && options.jobLinkBase) lines.push(`<${options.jobLinkBase}${alert.jobId}|open job ${alert.jobId}>`);
   lines.push(`opened ${alert.openedAt.toISOString()}`);

@@ -1,6 +1,7 @@
 import type { FC } from 'hono/jsx';
 import { JOB_STATUSES, TERMINAL_STATUSES, type Job, type JobEvent, type JobStatus, type RunningJob } from '../../queue/index.ts';
 import { eventJson, jobJson } from '../http/serialize.ts';
+import { alertTitle } from '../lib/alert-kinds.ts';
 import { age, DepthChart, Json, StatusBadge, STATUS_COLOURS, time, Time } from './components.tsx';
 import { Layout } from './layout.tsx';
 import type { DepthPoint, OpenAlert } from './queries.ts';
@@ -120,7 +121,7 @@ export const OverviewPage: FC<OverviewData> = (d) => (
             <tbody>
               {d.alerts.map((a) => (
                 <tr data-alert={a.kind}>
-                  <td>{a.kind}{a.occurrences > 1 ? ` ×${a.occurrences}` : ''}</td>
+                  <td title={alertTitle(a.kind)}>{a.kind}{a.occurrences > 1 ? ` ×${a.occurrences}` : ''}</td>
                   <td>
                     {a.jobId ? <a href={`/dashboard/jobs/${a.jobId}`}>{d.scrub(a.message)}</a> : d.scrub(a.message)}
                     {a.notifiedAt ? null : <span class="muted"> (not yet sent)</span>}
