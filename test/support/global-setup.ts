@@ -47,7 +47,12 @@ export default async function setup(project: TestProject) {
   project.provide('sandboxUrl', sandbox.url);
   return async () => {
     await sandbox.close();
-    const leftovers = await admin`select datname from pg_database where datname like ${`sbt_${process.pid}_%`}`;
+    // What a file's own afterAll did not drop (it failed, or the file was killed): this run's
+    // databases only, named sbt_<pid>_… (Node files) and sbw_<pid>_… (Worker files), so runs
+    // sharing a server never drop each other's. (`_` is a LIKE wildcard: sbt_12_% would also
+    // match run 123's sbt_123_…, hence the escapes.)
+    const prefixes = [`sbt\\_${process.pid}\\_%`, `sbw\\_${process.pid}\\_%`];
+    const leftovers = await admin`select datname from pg_database where datname like any(${prefixes})`;
     for (const { datname } of leftovers) await admin.unsafe(`drop database if exists ${datname} with (force)`);
     await admin.unsafe(`drop database if exists ${template} with (force)`);
     await admin.end();

@@ -27,12 +27,25 @@ export interface WorkerHarness {
 }
 
 /**
+ * Databases this test file created, dropped after its tests. Files call createWorkerHarness inside
+ * beforeAll (or a test), where vitest ignores a new afterAll (the databases were left on the
+ * server): this hook is registered when the file imports this module, during collection.
+ */
+const created: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const drop of created.splice(0).reverse()) await drop();
+});
+
+/**
  * Each Worker test file gets its own database cloned from the run's migrated template, and an
- * env whose HYPERDRIVE points at it, so files run in parallel without sharing rows.
+ * env whose HYPERDRIVE points at it, so files run in parallel without sharing rows. Its name
+ * carries the run's id (the template's suffix), so the global teardown can drop what a failed
+ * file left without touching another run's databases on a shared server.
  */
 export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Promise<WorkerHarness> {
   const admin = connectInWorker(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1 });
-  const name = `sbw_${crypto.randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  const run = testEnv.TEST_TEMPLATE_DATABASE.replace('sb_template_', '');
+  const name = `sbw_${run}_${crypto.randomUUID().replace(/-/g, '').slice(0, 10)}`;
   for (let i = 0; ; i++) {
     try {
       await admin.unsafe(`create database ${name} template ${testEnv.TEST_TEMPLATE_DATABASE}`);
@@ -46,11 +59,14 @@ export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Pro
   const url = withDatabase(testEnv.TEST_ADMIN_DATABASE_URL, name);
   const sql = connectInWorker(url, { max: 4 });
   const harnessEnv = { ...testEnv, ...overrides, HYPERDRIVE: { connectionString: url } } as unknown as TestEnv;
-  afterAll(async () => {
+  created.push(async () => {
     await sql.end({ timeout: 1 }).catch(() => {});
     const cleanup = connectInWorker(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1 });
-    await cleanup.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
-    await cleanup.end().catch(() => {});
+    try {
+      await cleanup.unsafe(`drop database if exists ${name} with (force)`);
+    } finally {
+      await cleanup.end().catch(() => {});
+    }
   });
   return {
     env: harnessEnv,
