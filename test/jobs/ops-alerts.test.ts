@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALERT_KINDS } from '../../functions/lib/alert-kinds.ts';
 import { alertText, WebhookAlerts } from '../../functions/adapters/webhook-alerts.ts';
 import { scrubText } from '../../functions/lib/redact.ts';
 import { claimJobs, deliverPendingAlerts, enqueue, retryJob } from '../../queue/index.ts';
@@ -108,5 +110,24 @@ describe('WebhookAlerts', () => {
   it('escapes Slack control characters and names each kind', () => {
     const text = alertText({ id: 2, kind: 'leader_churn', key: 'default', jobId: null, message: 'a <b> & c', detail: {}, openedAt: new Date('2026-11-01T00:00:00Z') });
     expect(text).toBe(':rotating_light: *Leader churn* (leader_churn default)\na &lt;b&gt; &amp; c\nopened 2026-11-01T00:00:00.000Z');
+  });
+});
+
+describe('the alert kinds', () => {
+  const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+
+  it('docs/operations.md has one row per kind the Worker raises, and the README names each', () => {
+    const ops = read('docs/operations.md');
+    const table = ops.slice(ops.indexOf('| kind | opened when | resolved when |'));
+    const rows = [...table.slice(0, table.indexOf('\n\n')).matchAll(/^\| `([a-z_]+)` \|/gm)].map((m) => m[1]);
+    expect(rows.sort()).toEqual([...ALERT_KINDS].sort());
+    const readme = read('README.md');
+    for (const kind of ALERT_KINDS) expect(readme, kind).toContain(`\`${kind}\``);
+  });
+
+  it('each kind has its own title in a webhook message', () => {
+    const titles = ALERT_KINDS.map((kind) => alertText({ id: 1, kind, key: 'k', jobId: null, message: 'm', detail: {}, openedAt: new Date(0) }).split('\n')[0]);
+    expect(new Set(titles).size).toBe(ALERT_KINDS.length);
+    for (const [i, kind] of ALERT_KINDS.entries()) expect(titles[i]).not.toContain(`*${kind}*`);
   });
 });
