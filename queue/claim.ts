@@ -34,9 +34,13 @@ function claimStatement(sql: Queryable, options: ClaimOptions) {
                                     ${options.now ?? null}::timestamptz, ${typesParam(options)}::text[])`;
 }
 
-/** The p_types argument: null takes every type. */
-function typesParam(options: ClaimOptions): string[] | null {
-  return options.types === undefined ? null : [...options.types];
+/**
+ * The p_types argument (null takes every type) as a text[] literal: a client that did not fetch
+ * the server's types (fetch_types: false, as the Worker's) cannot serialize a JS array.
+ */
+function typesParam(options: ClaimOptions): string | null {
+  if (options.types === undefined) return null;
+  return `{${options.types.map((t) => `"${t.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
 }
 
 /**

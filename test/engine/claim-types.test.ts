@@ -1,5 +1,6 @@
+import postgres from 'postgres';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, enqueueBatch, settleAndClaim } from '../../queue/index.ts';
+import { claimJobs, enqueueBatch, settleAndClaim, type Sql } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
 let db: TestDatabase;
@@ -68,5 +69,19 @@ describe('claim type filter', () => {
       select proname, pronargs from pg_proc where pronamespace = 'worker'::regnamespace
          and proname in ('claim_jobs', 'settle_and_claim') order by proname`;
     expect(overloads.map((o) => [o.proname, o.pronargs])).toEqual([['claim_jobs', 5], ['settle_and_claim', 6]]);
+  });
+
+  it('works on a client that did not fetch the server types (as in the Worker), whatever the names hold', async () => {
+    await clearQueue();
+    await enqueueMixed();
+    const bare = postgres(db.url, { max: 1, fetch_types: false, onnotice: () => {} }) as unknown as Sql;
+    try {
+      const types = ['we"ird,', 'back\\slash', '{}', 'uppercase'];
+      const { jobs } = await settleAndClaim(bare, [], { workerId: 'bare', limit: 10, types });
+      expect(jobs.map((j) => j.type)).toEqual(['uppercase', 'uppercase', 'uppercase']);
+      expect(await claimJobs(bare, { workerId: 'bare', limit: 10, types: ['countdown'] })).toHaveLength(3);
+    } finally {
+      await bare.end();
+    }
   });
 });
