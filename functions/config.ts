@@ -1,3 +1,5 @@
+import type { SecretName } from './lib/worker-secrets.ts';
+
 /** Deployment settings from wrangler.toml [vars] (and secrets), parsed once per invocation. */
 export interface WorkerConfig {
   pool: string;
@@ -14,11 +16,8 @@ export interface WorkerConfig {
   logSteps: boolean;
 }
 
-export type WorkerEnv = Env & {
-  ADMIN_TOKEN?: string;
-  ENQUEUE_TOKEN?: string;
-  METRICS_TOKEN?: string;
-  ALERT_WEBHOOK_URL?: string;
+/** The env: wrangler.toml's bindings and vars, and the secrets of lib/worker-secrets.ts. */
+export type WorkerEnv = Env & { [K in SecretName]?: string } & {
   LOG_STEPS?: string;
   [key: string]: unknown;
 };

@@ -2,6 +2,7 @@ import { LogAlerts, runSteps, type Alerts, type JobRegistry, type RunCounts, typ
 import { WebhookAlerts } from './adapters/webhook-alerts.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { scrubText } from './lib/redact.ts';
+import { secretValues } from './lib/worker-secrets.ts';
 import { createRegistry } from './registry.ts';
 import { connectInWorker } from './cloudflare-socket.ts';
 
@@ -25,27 +26,13 @@ export interface Invocation {
   close(): Promise<void>;
 }
 
-const SECRET_NAME = /(TOKEN|SECRET|PASSWORD|KEYRING|WEBHOOK_URL|API_KEY|PRIVATE_KEY)/i;
-
 /**
- * The secret values of an env: variables named like a secret, the keys inside the secrets key
- * ring, and the database connection string with its password. Each is listed raw and as it
- * appears inside a JSON string, so a scrubbed JSON log line cannot leak an escaped copy.
+ * The secret values of an env: every secret of lib/worker-secrets.ts that is set (and each key
+ * inside the key ring), and the database connection string with its password. Each is listed raw
+ * and as it appears inside a JSON string, so a scrubbed JSON log line cannot leak an escaped copy.
  */
 export function envSecrets(env: WorkerEnv): string[] {
-  const values: string[] = [];
-  for (const [name, value] of Object.entries(env)) {
-    if (typeof value !== 'string' || !SECRET_NAME.test(name)) continue;
-    values.push(value);
-    if (name === 'SECRETS_KEYRING') {
-      try {
-        const ring = JSON.parse(value) as { keys?: Record<string, unknown> };
-        for (const key of Object.values(ring.keys ?? {})) if (typeof key === 'string') values.push(key);
-      } catch {
-        // a malformed key ring is reported where it is used; the raw value is scrubbed anyway
-      }
-    }
-  }
+  const values = secretValues(env);
   const url = env.HYPERDRIVE?.connectionString;
   if (url) {
     values.push(url);
@@ -67,9 +54,9 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   const config = readConfig(env);
   const url = env.HYPERDRIVE.connectionString;
   const sql = connectInWorker(url, { max: 5, applicationName: `starbase-worker ${config.pool}` });
-  const registry = await createRegistry(env, sql);
   const secrets = envSecrets(env);
   const scrub = (text: string) => scrubText(text, secrets);
+  const registry = await createRegistry(env, sql, scrub);
   const log = (line: Record<string, unknown>) => console.log(scrub(JSON.stringify(line)));
   const webhook = typeof env.ALERT_WEBHOOK_URL === 'string' && env.ALERT_WEBHOOK_URL !== '' ? env.ALERT_WEBHOOK_URL : null;
   const dashboardUrl = typeof env.DASHBOARD_URL === 'string' && env.DASHBOARD_URL !== '' ? env.DASHBOARD_URL.replace(/\/$/, '') : null;

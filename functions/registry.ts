@@ -42,7 +42,38 @@ function inventory(env: WorkerEnv): CloudInventory {
   return cloudInventory(new DigitalOceanCloudProvider({ token, baseUrl: text(env, 'DIGITALOCEAN_API_URL') }));
 }
 
-export async function createRegistry(env: WorkerEnv, sql: Sql): Promise<JobRegistry> {
+/**
+ * A step's error is stored (last_error, the job's events, a poison alert's message) and shown
+ * later: an adapter's error can quote a token it was given. The Worker's secrets are removed from
+ * the error where it leaves the job type, before the runner sees it. The error keeps its class
+ * (a PermanentError stays permanent): only its message and stack are rewritten.
+ */
+function scrubError(error: unknown, scrub: (text: string) => string): unknown {
+  if (error instanceof Error) {
+    error.message = scrub(error.message);
+    if (error.stack) error.stack = scrub(error.stack);
+    return error;
+  }
+  return typeof error === 'string' ? scrub(error) : error;
+}
+
+function scrubbingErrors<P>(type: JobType<P>, scrub: (text: string) => string): JobType<P> {
+  const guard = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (error) {
+      throw scrubError(error, scrub);
+    }
+  };
+  return {
+    ...type,
+    run: (ctx) => guard(() => type.run(ctx)),
+    ...(type.onCancel ? { onCancel: (ctx: Parameters<NonNullable<JobType<P>['onCancel']>>[0]) => guard(() => type.onCancel!(ctx)) } : {}),
+    ...(type.onFailed ? { onFailed: (ctx: Parameters<NonNullable<JobType<P>['onFailed']>>[0], error: string) => guard(() => type.onFailed!(ctx, scrub(error))) } : {}),
+  };
+}
+
+export async function createRegistry(env: WorkerEnv, sql: Sql, scrub: (text: string) => string = (text) => text): Promise<JobRegistry> {
   const types: JobType<any>[] = [
     ...sampleJobTypes,
     buildJobType({
@@ -64,5 +95,5 @@ export async function createRegistry(env: WorkerEnv, sql: Sql): Promise<JobRegis
     invoiceAccountJob({ billing: billing(env) }),
     cleanupJob({ inventory: inventory(env), logs: new R2AccountLogObjects(sql, env.BUILD_LOGS) }),
   ];
-  return new JobRegistry(types);
+  return new JobRegistry(types.map((type) => scrubbingErrors(type, scrub)));
 }

@@ -1,8 +1,13 @@
+import { isSecretName } from './worker-secrets.ts';
+
 /**
  * Secrets never appear in API answers, events shown to users, logs or the dashboard. Values
- * under keys that name a secret are replaced wherever they are nested.
+ * under keys that name a secret are replaced wherever they are nested: keys named like a secret
+ * (the pattern), and the Worker's own secret names however they are cased (`encryptionKeys`,
+ * `ALERT_WEBHOOK_URL`: lib/worker-secrets.ts), which the pattern alone does not all match.
  */
-const SECRET_KEY = /(secret|password|passwd|token|api[-_]?key|private[-_]?key|connection[-_]?string|credential|authorization|dsn)/i;
+const SECRET_PATTERN = /(secret|password|passwd|token|api[-_]?key|private[-_]?key|connection[-_]?string|credential|authorization|dsn|encryption[-_]?keys?|key[-_]?ring)/i;
+const isSecretKey = (key: string) => SECRET_PATTERN.test(key) || isSecretName(key);
 export const REDACTED = '[redacted]';
 export const TOO_DEEP = '[nested too deep]';
 const MAX_DEPTH = 32;
@@ -18,7 +23,7 @@ export function redactSecrets<T>(value: T, depth = 0): T {
   if (Array.isArray(value)) return value.map((v) => redactSecrets(v, depth + 1)) as T;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined ? REDACTED : redactSecrets(v, depth + 1);
+    out[k] = isSecretKey(k) && v !== null && v !== undefined ? REDACTED : redactSecrets(v, depth + 1);
   }
   return out as T;
 }
