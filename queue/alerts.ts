@@ -11,7 +11,7 @@ export interface AlertMessage {
   openedAt: Date;
 }
 
-/** The platform alert port: where poison jobs, stuck jobs and missed schedules are reported. */
+/** The platform alert port: where poison jobs, stuck and unclaimed jobs and missed schedules are reported. */
 export interface Alerts {
   send(alert: AlertMessage): Promise<void>;
 }

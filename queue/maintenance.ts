@@ -1,4 +1,5 @@
 import type { Queryable } from './db.ts';
+import { translatePgError } from './errors.ts';
 
 /**
  * Maintenance passes, each one bounded `runOnce` that returns counts (the tick is the ticker).
@@ -10,7 +11,11 @@ export interface RescueCounts {
   oomKilled: number;
 }
 
-/** Expired leases: requeue one weight class up, or end oom_killed / failed (with alerts). */
+/**
+ * Expired leases: requeue one weight class up, or end oom_killed / failed (with alerts). A job
+ * pinned to a pool climbs only to the largest class that pool can run; a crash there ends it
+ * oom_killed, like a crash at the top class (migrations/0082).
+ */
 export async function rescueExpiredLeases(sql: Queryable, options: { limit?: number; now?: Date } = {}): Promise<RescueCounts> {
   const [row] = await sql`select * from worker.rescue_expired_leases(${options.limit ?? 1000}::int, ${options.now ?? null}::timestamptz)`;
   return { requeued: row!.requeued as number, failed: row!.failed as number, oomKilled: row!.oom_killed as number };
@@ -95,4 +100,39 @@ export async function alertStuckJobs(sql: Queryable, options: { thresholdMs?: nu
       returning a.id)
     select count(*)::int as n from res`;
   return { opened: opened!.n as number, resolved: resolved!.n as number };
+}
+
+export interface UnclaimedAlertOptions {
+  /** A job due for longer than this and still unclaimed is alerted (default 15 min). */
+  thresholdMs?: number;
+  /** At most this many waiting jobs read per pass (default 10,000). */
+  limit?: number;
+  now?: Date;
+}
+
+export interface UnclaimedAlertCounts {
+  /** New unclaimed_jobs alerts (one per type and pool). */
+  opened: number;
+  /** Open ones seen again: their count and oldest job brought up to date. */
+  refreshed: number;
+  /** Closed: no job of their type and pool waits past the threshold any more. */
+  resolved: number;
+}
+
+/**
+ * Open one unclaimed_jobs alert per (type, pool) whose jobs have been due longer than the
+ * threshold without a claim (no runner for the type or pool, a disabled or too small pool, too
+ * few runners), and resolve the ones whose jobs were claimed, ended or rescheduled. Jobs that
+ * wait by design (their concurrency key at its limit, or behind the active job of their dedupe
+ * key) do not count. One bounded pass (worker.alert_unclaimed_jobs, migrations/0083).
+ */
+export async function alertUnclaimedJobs(sql: Queryable, options: UnclaimedAlertOptions = {}): Promise<UnclaimedAlertCounts> {
+  try {
+    const [row] = await sql`
+      select * from worker.alert_unclaimed_jobs(${options.thresholdMs ?? 900_000}::bigint, ${options.limit ?? 10_000}::int,
+                                                ${options.now ?? null}::timestamptz)`;
+    return { opened: row!.opened as number, refreshed: row!.refreshed as number, resolved: row!.resolved as number };
+  } catch (error) {
+    throw translatePgError(error);
+  }
 }
