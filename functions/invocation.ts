@@ -2,7 +2,7 @@ import { LogAlerts, runSteps, type Alerts, type JobRegistry, type RunCounts, typ
 import { WebhookAlerts } from './adapters/webhook-alerts.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { scrubText } from './lib/redact.ts';
-import { secretValues } from './lib/worker-secrets.ts';
+import { isSecretName, secretValues } from './lib/worker-secrets.ts';
 import { createRegistry } from './registry.ts';
 import { connectInWorker } from './cloudflare-socket.ts';
 
@@ -26,13 +26,20 @@ export interface Invocation {
   close(): Promise<void>;
 }
 
+/** An env variable outside the list but named like a secret (a deployment's own `FOO_API_TOKEN`). */
+const SECRET_LIKE_NAME = /(TOKEN|SECRET|PASSWORD|KEYRING|KEYS|WEBHOOK_URL|API_KEY|PRIVATE_KEY)/i;
+
 /**
  * The secret values of an env: every secret of lib/worker-secrets.ts that is set (and each key
- * inside the key ring), and the database connection string with its password. Each is listed raw
- * and as it appears inside a JSON string, so a scrubbed JSON log line cannot leak an escaped copy.
+ * inside the key ring), any other string variable named like a secret, and the database
+ * connection string with its password. Each is listed raw and as it appears inside a JSON
+ * string, so a scrubbed JSON log line cannot leak an escaped copy.
  */
 export function envSecrets(env: WorkerEnv): string[] {
   const values = secretValues(env);
+  for (const [name, value] of Object.entries(env)) {
+    if (typeof value === 'string' && value !== '' && SECRET_LIKE_NAME.test(name) && !isSecretName(name)) values.push(value);
+  }
   const url = env.HYPERDRIVE?.connectionString;
   if (url) {
     values.push(url);
