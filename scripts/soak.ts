@@ -3,9 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
+import { migrate } from '../queue/migrate.ts';
 import { percentile } from '../bench/stats.ts';
 import { checkHistory } from '../test/support/history.ts';
+import { formatFailure, formatTrail, runModelHistories } from '../test/support/model/run.ts';
+import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { fail } from './lib/cli.ts';
+import { withDatabase } from './lib/database-url.ts';
 import { launchDevStack, type LaunchedDevStack } from './lib/dev-stack.ts';
 
 // `npm run soak -- --minutes N [--rate R] [--concurrency C] [--seed S]`
@@ -15,6 +19,12 @@ import { launchDevStack, type LaunchedDevStack } from './lib/dev-stack.ts';
 // jobs, forced rescues), then lets the queue drain and checks the database: every job terminal
 // (or queued for a reason), one result per done job, every job's event history consistent.
 // Prints jobs/s, enqueue→start latency percentiles and errors; exits 1 if anything is off.
+//
+// `npm run soak -- --model [--seconds N] [--seed S]` instead runs the model-based concurrency test
+// of the engine (test/engine/model.test.ts) for N seconds (default 300): seeded histories of
+// concurrent rounds against a fresh database (DATABASE_URL's server, else an embedded Postgres),
+// each checked against the reference model; prints every violated invariant with its seed and
+// history, exits 1 if there is one.
 const { values } = parseArgs({
   options: {
     minutes: { type: 'string', default: '1' },
@@ -22,8 +32,62 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     seed: { type: 'string' },
     'drain-seconds': { type: 'string', default: '120' },
+    model: { type: 'boolean', default: false },
+    seconds: { type: 'string', default: '300' },
   },
 });
+if (values.model) process.exit(await modelSoak());
+
+/** The model-based test for `--seconds`; returns the exit code. */
+async function modelSoak(): Promise<number> {
+  const seconds = Number(values.seconds);
+  if (!(seconds > 0 && seconds <= 24 * 3600)) fail('--seconds must be a number of seconds from 0 to 86400');
+  const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
+  if (!Number.isInteger(seed) || seed < 0) fail('--seed must be a non-negative integer');
+  const say = (msg: string) => console.log(`[soak --model] ${msg}`);
+  let adminUrl = process.env.DATABASE_URL;
+  let stopPostgres = async () => {};
+  if (!adminUrl) {
+    const dir = mkdtempSync(join(tmpdir(), 'starbase-soak-model-'));
+    const pg = await startEmbeddedPostgres({ dataDir: dir, persistent: false });
+    adminUrl = pg.url;
+    stopPostgres = async () => {
+      await pg.stop();
+      rmSync(dir, { recursive: true, force: true });
+    };
+  }
+  const name = `sbw_model_${process.pid}`;
+  const admin = connect(adminUrl, { max: 1 });
+  await admin.unsafe(`create database ${name}`);
+  const url = withDatabase(adminUrl, name);
+  const sql = connect(url, { max: 2 });
+  try {
+    await migrate(sql);
+    say(`seed ${seed}; histories for ${seconds} s on database ${name}`);
+    const started = Date.now();
+    const report = await runModelHistories(sql, () => connect(url, { max: 1 }), {
+      seed, untilMs: started + seconds * 1000, rounds: 150, log: say,
+    });
+    const elapsed = (Date.now() - started) / 1000;
+    say(`${report.histories} histories, ${report.rounds} rounds, ${report.operations} operations in ${elapsed.toFixed(0)} s (${(report.operations / elapsed).toFixed(0)}/s)`);
+    const invariants = [...new Set(report.failures.map((f) => f.invariant))];
+    if (invariants.length === 0) {
+      say(`ok: every invariant held (seed ${seed})`);
+      return 0;
+    }
+    for (const invariant of invariants) {
+      const of = report.failures.filter((f) => f.invariant === invariant);
+      say(`VIOLATED ${invariant} in ${of.length} of ${report.histories} histories; the first:\n  ${formatFailure(of[0]!)}\n${formatTrail(of[0]!)}`);
+    }
+    say(`run it again: npm run soak -- --model --seconds ${seconds} --seed ${seed}`);
+    return 1;
+  } finally {
+    await sql.end({ timeout: 5 });
+    await admin.unsafe(`drop database if exists ${name} with (force)`);
+    await admin.end({ timeout: 5 });
+    await stopPostgres();
+  }
+}
 const minutes = Number(values.minutes);
 const rate = Number(values.rate);
 const concurrency = Number(values.concurrency);
