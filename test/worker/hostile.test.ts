@@ -14,7 +14,13 @@ import { createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
 let h: WorkerHarness;
 let existingId: string;
 beforeAll(async () => {
-  h = await createWorkerHarness();
+  // No kick: these properties are about what the HTTP layer answers and writes, and a kick runs
+  // the accepted jobs in real time. A generated `fail` job that is due at once with maxAttempts up
+  // to 100 retries every ≤1 s, so each later accepted request waited up to KICK_BUDGET_MS (5 s)
+  // for its next retry: the file's time depended on the seed, and the POST /v1/jobs property
+  // timed out (60 s) in some whole-file runs, then went on writing while the next tests counted
+  // rows. Running jobs after an enqueue is test/worker/smoke.test.ts's.
+  h = await createWorkerHarness({ KICK_BUDGET_MS: '0' } as never);
   const [row] = await h.sql`select id from worker.enqueue_job('uppercase', '{"text": "fixture"}', delay_ms => 3600000)`;
   existingId = row!.id as string;
 });
@@ -221,7 +227,7 @@ describe('GET /v1/jobs filters and cursors', () => {
 
 describe('rows written by other services, read over HTTP', () => {
   it('a payload nested thousands of levels deep (enqueued from SQL) is shown, elided below 32 levels, not a 500', async () => {
-    const deep = '{"a":'.repeat(5000) + '1' + '}'.repeat(5000);
+    const deep = '{"text":"deep","a":' + '{"a":'.repeat(4999) + '1' + '}'.repeat(5000);
     const [row] = await h.sql`select id from worker.enqueue_job('uppercase', ${deep}::text::jsonb, delay_ms => 3600000)`;
     const one = await expectSafe({ method: 'GET', path: `/v1/jobs/${row!.id}`, query: '', token: 'admin', contentType: null, body: null });
     expect(one.status).toBe(200);
