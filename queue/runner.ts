@@ -4,6 +4,7 @@ import type { Sql } from './db.ts';
 import { PermanentError } from './errors.ts';
 import type { Job, Json, JsonObject } from './job.ts';
 import { backoffMs, type JobRegistry, type JobType, type StepContext } from './registry.ts';
+import { SettleFailed, writeSettle, type SettleRetryScope } from './settle-retry.ts';
 import { completeJob, completeJobs, continueJob, failJob, heartbeat, releaseOwnLease, retryJob, settleCancelled } from './settle.ts';
 
 export interface StepLogLine {
@@ -15,6 +16,8 @@ export interface StepLogLine {
   durationMs: number;
   attempt: number;
   error?: string;
+  /** Times the step's settle was written again after a database blip (absent when none). */
+  settleRetries?: number;
 }
 
 export type StepOutcome = 'done' | 'continued' | 'retried' | 'failed' | 'cancelled' | 'lost' | 'released';
@@ -89,6 +92,8 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   };
 
   let idleDelay = IDLE_FIRST_WAIT_MS;
+  /** When the last lease claimed so far ends, as first granted (Date.now() time). */
+  let leasesEnd = 0;
   const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs;
   const running = () => inflight.size - completions.waiting;
   try {
@@ -100,21 +105,36 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
         const finished = completions.take();
         completions.detach(); // completions finishing during the claim are flushed on their own
         let result: { settled: Set<string>; jobs: Job[] };
+        const claimSentAt = Date.now();
         try {
+          // Only the types this runner can run: a job of another type stays queued for a runner
+          // that has it (never claimed and failed here).
+          const types = runner.registry.list().map((t) => t.type);
           result = await answeredWithin(
-            settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.() }),
+            settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.(), types }),
             runner.claimTimeoutMs ?? CLAIM_TIMEOUT_DEFAULT_MS,
           );
         } catch (error) {
+          // The batched completions rolled back with the claim: each step writes its own again.
           completions.fail(finished, error);
+          // Stop claiming, but give the steps in flight until the last of their leases ends to
+          // finish and settle (retrying on the blip) before reporting: a finished step abandoned
+          // by an exiting process would end as a crash. A query the driver left hanging does
+          // not hold the report longer; that step ends when the caller ends the client.
+          completions.detach();
+          await settledOrAt(inflight, leasesEnd);
           throw error;
         }
         completions.settle(finished, result.settled);
         claimed = result.jobs;
+        for (const job of claimed) {
+          const leaseMs = job.lockedUntil && job.claimedAt ? job.lockedUntil.getTime() - job.claimedAt.getTime() : 0;
+          leasesEnd = Math.max(leasesEnd, claimSentAt + leaseMs);
+        }
         counts.claimed += claimed.length;
         if (claimed.length > 0) idleDelay = IDLE_FIRST_WAIT_MS;
         for (const job of claimed) {
-          const p: Promise<void> = runStep(runner, job, shutdown.signal, completions)
+          const p: Promise<void> = runStep(runner, job, shutdown.signal, completions, claimSentAt)
             .then((outcome) => {
               counts[outcome]++;
               if (outcome === 'failed') alertsPending = true;
@@ -170,6 +190,13 @@ function answeredWithin<T>(query: Promise<T>, ms: number): Promise<T> {
     );
   });
   return Promise.race([query, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Resolves when every promise has settled, or at time `at` (Date.now()), whichever comes first. */
+function settledOrAt(promises: Iterable<Promise<unknown>>, at: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, at - Date.now()))));
+  return Promise.race([Promise.allSettled(promises).then(() => {}), deadline]).finally(() => clearTimeout(timer));
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -291,13 +318,19 @@ function errorText(error: unknown): string {
 }
 
 /**
- * One claimed step while it runs: its lease state, its abort signal and its heartbeat. A class
- * rather than closures, because a runner creates one per job and a batch of thousands of short
- * jobs spends measurable time creating (and, bundled with keepNames, naming) closures.
+ * One claimed step while it runs and until it is settled: its lease state, its abort signal and
+ * its heartbeat. A class rather than closures, because a runner creates one per job and a batch
+ * of thousands of short jobs spends measurable time creating (and, bundled with keepNames,
+ * naming) closures. It is also the scope of the step's settle retries (SettleRetryScope): the
+ * heartbeat keeps the lease while a settle is written again after a database blip.
  */
-class StepRun {
+class StepRun implements SettleRetryScope {
   leaseLost = false;
   error: string | undefined;
+  settleRetries = 0;
+  /** Local time (Date.now()) until which the lease is known held: the claim's, then each beat's. */
+  heldUntil: number;
+  readonly leaseMs: number;
   private controller: AbortController | null = null;
   private aborted = false;
   private abortReason: unknown;
@@ -307,10 +340,13 @@ class StepRun {
     readonly runner: Runner,
     readonly job: Job,
     private readonly shutdown: AbortSignal,
+    claimSentAt: number,
   ) {
     const { lockedUntil, claimedAt } = job;
-    const leaseMs = lockedUntil && claimedAt ? lockedUntil.getTime() - claimedAt.getTime() : 120_000;
-    this.beat = setInterval(beatStep, Math.max(250, Math.floor(leaseMs / 3)), this);
+    this.leaseMs = lockedUntil && claimedAt ? lockedUntil.getTime() - claimedAt.getTime() : 120_000;
+    // The lease started no earlier than the claim was sent: counting from then errs on the short side.
+    this.heldUntil = claimSentAt + this.leaseMs;
+    this.beat = setInterval(beatStep, Math.max(250, Math.floor(this.leaseMs / 3)), this);
   }
 
   /** Created on first use: most steps never look at it, and then need neither it nor a listener. */
@@ -336,6 +372,24 @@ class StepRun {
     this.controller?.abort(reason);
   }
 
+  /**
+   * A settle that failed on a database blip is written again while the lease is held at the next
+   * try (the heartbeat keeps extending it), and the runner is not stopping past its grace. Past
+   * the lease the rescue may have handed the job on: the step is then a crash after all.
+   */
+  mayRetry(nextTryAt: number): boolean {
+    return !this.leaseLost && !this.shutdown.aborted && nextTryAt < this.heldUntil;
+  }
+
+  retried(): void {
+    this.settleRetries++;
+  }
+
+  /** Write a settle, again after a database blip while the lease allows (see mayRetry). */
+  settle<T>(write: () => Promise<T>): Promise<T> {
+    return writeSettle(this, write);
+  }
+
   /** The runner's pinned clock, or undefined for the database clock. */
   pinned(): Date | undefined {
     return this.runner.clock?.();
@@ -348,11 +402,14 @@ class StepRun {
 }
 
 function beatStep(run: StepRun): void {
+  const sent = Date.now();
   heartbeat(run.runner.sql, run.job, { now: run.pinned() })
     .then((hb) => {
       if (!hb.owned) {
         run.leaseLost = true;
         run.abort(new Error('lease lost'));
+      } else {
+        run.heldUntil = Math.max(run.heldUntil, sent + run.leaseMs);
       }
     })
     .catch(() => {}); // a missed beat is retried next interval; the lease still has 2/3 left
@@ -386,28 +443,41 @@ class Context implements StepContext<unknown> {
   }
 }
 
-/** Run one claimed job's step and settle it. Never throws: a settle failure is logged and the lease left to expire. */
-export async function runStep(runner: Runner, job: Job, shutdown: AbortSignal, completions?: CompletionBatcher): Promise<StepOutcome> {
+/**
+ * Run one claimed job's step and settle it. Never throws. A settle that fails on a database blip
+ * is written again within the lease (see StepRun.mayRetry); only when that runs out is the step
+ * logged `lost` and its lease left to expire.
+ */
+export async function runStep(
+  runner: Runner,
+  job: Job,
+  shutdown: AbortSignal,
+  completions?: CompletionBatcher,
+  claimSentAt: number = Date.now(),
+): Promise<StepOutcome> {
   const started = Date.now();
   const { sql } = runner;
   const definition = runner.registry.get(job.type);
-  const run = new StepRun(runner, job, shutdown);
+  const run = new StepRun(runner, job, shutdown, claimSentAt);
   let outcome: StepOutcome;
   try {
     if (!definition) {
-      run.error = `unknown job type "${job.type}": no handler is registered in this deployment`;
-      outcome = (await failJob(sql, job, run.error, { now: run.pinned() })) ? 'failed' : 'lost';
+      // The claim asks only for the registry's types, so this is a job claimed for a type the
+      // registry no longer has: hand it back, attempt unspent, for a runner that has a handler.
+      run.error = `no handler for job type "${job.type}" in this runner: released for a runner that has one`;
+      outcome = (await run.settle(() => releaseOwnLease(sql, job, run.error!, { now: run.pinned() }))) ? 'released' : 'lost';
     } else {
       const parsed = definition.payload.safeParse(job.payload);
       if (!parsed.success) {
         run.error = `invalid payload: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`;
-        outcome = (await failJob(sql, job, run.error, { now: run.pinned() })) ? 'failed' : 'lost';
+        outcome = (await run.settle(() => failJob(sql, job, run.error!, { now: run.pinned() }))) ? 'failed' : 'lost';
       } else {
         outcome = await execute(run, definition, new Context(run, parsed.data), completions);
       }
     }
   } catch (settleError) {
-    // The database failed while settling: the lease expires and the job is claimed again.
+    // The database failed while settling, longer than the lease allowed retrying (or the client
+    // was ended): the lease expires and the job is claimed again.
     run.error = `settle failed: ${errorText(settleError)}`;
     outcome = 'lost';
   } finally {
@@ -422,6 +492,7 @@ export async function runStep(runner: Runner, job: Job, shutdown: AbortSignal, c
     durationMs: Date.now() - started,
     attempt: job.attempts,
     ...(run.error ? { error: run.error } : {}),
+    ...(run.settleRetries > 0 ? { settleRetries: run.settleRetries } : {}),
   });
   return outcome;
 }
@@ -432,33 +503,42 @@ async function execute(run: StepRun, definition: JobType<unknown>, ctx: StepCont
   try {
     if (job.cancelRequestedAt) {
       await definition.onCancel?.(ctx);
-      return (await settleCancelled(sql, job, { now: run.pinned() })) ? 'cancelled' : 'lost';
+      return (await run.settle(() => settleCancelled(sql, job, { now: run.pinned() }))) ? 'cancelled' : 'lost';
     }
     const result = await definition.run(ctx);
     if (run.leaseLost) return 'lost';
     if (result.outcome === 'done') {
-      if (!result.effect && completions) return (await completions.complete(job, result.result)) ? 'done' : 'lost';
-      return (await completeJob(sql, job, result.result, { now: run.pinned(), effect: result.effect })) ? 'done' : 'lost';
+      if (!result.effect && completions) {
+        // Group commit; if that statement fails (a blip, or the claim it rode with), this
+        // completion is written again on its own.
+        const held = await completions.complete(job, result.result).catch(() =>
+          run.settle(() => completeJob(sql, job, result.result, { now: run.pinned() })),
+        );
+        return held ? 'done' : 'lost';
+      }
+      return (await run.settle(() => completeJob(sql, job, result.result, { now: run.pinned(), effect: result.effect }))) ? 'done' : 'lost';
     }
-    return (await continueJob(sql, job, result, { now: run.pinned(), effect: result.effect })) ? 'continued' : 'lost';
+    return (await run.settle(() => continueJob(sql, job, result, { now: run.pinned(), effect: result.effect }))) ? 'continued' : 'lost';
   } catch (thrown) {
+    // A settle that the database kept refusing is not the step's failure: nothing can be written.
+    if (thrown instanceof SettleFailed) throw thrown;
     if (run.leaseLost) return 'lost';
     const message = errorText(thrown);
     run.error = message;
     if (ctx.signal.aborted && !(thrown instanceof PermanentError)) {
       // Shutdown cut the step short: hand the job back for immediate reclaim, attempt unspent.
-      return (await releaseOwnLease(sql, job, 'runner shut down mid-step', { now: run.pinned() })) ? 'released' : 'lost';
+      return (await run.settle(() => releaseOwnLease(sql, job, 'runner shut down mid-step', { now: run.pinned() }))) ? 'released' : 'lost';
     }
     let outcome: 'queued' | 'failed' | 'lost';
     if (thrown instanceof PermanentError) {
-      outcome = (await failJob(sql, job, message, { now: run.pinned() })) ? 'failed' : 'lost';
+      outcome = (await run.settle(() => failJob(sql, job, message, { now: run.pinned() }))) ? 'failed' : 'lost';
     } else {
       // An error may say when to try again (a provider's 429 Retry-After); else the type's backoff.
       const hinted = (thrown as { retryAfterMs?: unknown } | null)?.retryAfterMs;
       const delayMs = typeof hinted === 'number' && hinted >= 0 ? Math.min(hinted, MAX_RETRY_AFTER_MS) : backoffMs(definition.retry, job.attempts);
       // A failing cancel hook backs off like any step; a failing step with a cancel pending is due
       // at once, so the hook runs next.
-      outcome = await retryJob(sql, job, message, delayMs, { now: run.pinned(), cancelDueNow: !job.cancelRequestedAt });
+      outcome = await run.settle(() => retryJob(sql, job, message, delayMs, { now: run.pinned(), cancelDueNow: !job.cancelRequestedAt }));
     }
     if (outcome === 'failed' && definition.onFailed) {
       // Compensation is best effort: the job is already failed, and the cleanup sweep is the second net.

@@ -1,0 +1,81 @@
+/**
+ * Which database errors are a blip (the connection dropped, the server restarted or is starting,
+ * a transient conflict) rather than an answer about the statement. A settle that failed with one
+ * wrote nothing (each settle is one statement or one transaction), so writing it again is safe;
+ * any other error is the statement's own (e.g. a SettleEffect's constraint) and is not retried.
+ */
+const TRANSIENT_CODES = new Set([
+  // node's socket errors
+  'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', 'EAI_AGAIN',
+  // postgres.js: the socket closed under a query, or connecting timed out. Not CONNECTION_ENDED or
+  // CONNECTION_DESTROYED: those mean the client's owner ended it, and every retry would fail alike.
+  'CONNECTION_CLOSED', 'CONNECT_TIMEOUT',
+  // Postgres: admin_shutdown (pg_terminate_backend, a restart), crash_shutdown, cannot_connect_now,
+  // too_many_connections, serialization_failure, deadlock_detected
+  '57P01', '57P02', '57P03', '53300', '40001', '40P01',
+]);
+
+export function isTransientDatabaseError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return TRANSIENT_CODES.has(code) || code.startsWith('08'); // class 08: connection exception
+}
+
+/** A settle that kept failing with a transient error until its retries had to stop. */
+export class SettleFailed extends Error {
+  constructor(override readonly cause: unknown, readonly tries: number) {
+    super(errorMessage(cause));
+    this.name = 'SettleFailed';
+  }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message || error.name : String(error);
+}
+
+/** The first wait before a settle is written again; it doubles per failure up to the last. */
+export const SETTLE_RETRY_FIRST_MS = 50;
+export const SETTLE_RETRY_MAX_MS = 2_000;
+
+export interface SettleRetryScope {
+  /** False once the retries must stop: the lease is lost or ends before the next try, or the runner stops past its grace. */
+  mayRetry(nextTryAt: number): boolean;
+  /** Aborted when the wait between tries must end early. */
+  readonly signal: AbortSignal;
+  /** Counts the retries (for the step's log line). */
+  retried(): void;
+}
+
+/**
+ * Write a settle; while it fails with a transient error, wait (exponential backoff with jitter)
+ * and write it again, as long as the scope allows. A non-transient error is thrown as it is; a
+ * transient one the scope stopped retrying is thrown as SettleFailed.
+ */
+export async function writeSettle<T>(scope: SettleRetryScope, write: () => Promise<T>, random: () => number = Math.random): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (!isTransientDatabaseError(error)) throw error;
+      const d = Math.min(SETTLE_RETRY_MAX_MS, SETTLE_RETRY_FIRST_MS * 2 ** (tries - 1));
+      const wait = Math.round(d / 2 + random() * (d / 2));
+      if (!scope.mayRetry(Date.now() + wait)) throw new SettleFailed(error, tries);
+      scope.retried();
+      await pause(wait, scope.signal);
+      if (!scope.mayRetry(Date.now())) throw new SettleFailed(error, tries);
+    }
+  }
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
