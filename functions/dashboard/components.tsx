@@ -19,6 +19,19 @@ export const StatusBadge: FC<{ status: string }> = ({ status }) => (
 );
 
 /** 42s, 17m, 3h05m, 2d4h: an age at a glance. */
+/**
+ * A job id short enough for a table cell. A UUIDv7 starts with its creation time, so its first
+ * characters are the same for every job made around the same moment; its last 8 hex digits are
+ * random (rand_b), so they tell jobs apart. The full id is the link target and the tooltip.
+ */
+export function shortId(id: string): string {
+  return id.replace(/-/g, '').slice(-8);
+}
+
+export const JobLink: FC<{ id: string }> = ({ id }) => (
+  <a href={`/dashboard/jobs/${id}`} title={id} data-short-id={shortId(id)}>…{shortId(id)}</a>
+);
+
 export function age(ms: number): string {
   const s = Math.max(0, Math.floor(ms / 1000));
   if (s < 120) return `${s}s`;

@@ -2,7 +2,7 @@ import type { FC } from 'hono/jsx';
 import { JOB_STATUSES, TERMINAL_STATUSES, type Job, type JobEvent, type JobStatus, type RunningJob } from '../../queue/index.ts';
 import { eventJson, jobJson } from '../http/serialize.ts';
 import { alertTitle } from '../lib/alert-kinds.ts';
-import { age, DepthChart, Json, StatusBadge, STATUS_COLOURS, time, Time } from './components.tsx';
+import { age, DepthChart, JobLink, Json, shortId, StatusBadge, STATUS_COLOURS, time, Time } from './components.tsx';
 import { Layout } from './layout.tsx';
 import type { DepthPoint, OpenAlert } from './queries.ts';
 
@@ -92,7 +92,7 @@ export const OverviewPage: FC<OverviewData> = (d) => (
             <tbody>
               {d.running.map((r) => (
                 <tr class={r.runningForMs > d.stuckMs ? 'row-failed' : 'row-running'}>
-                  <td class="mono"><a href={`/dashboard/jobs/${r.id}`}>{r.id.slice(0, 8)}</a></td>
+                  <td class="mono"><JobLink id={r.id} /></td>
                   <td>{r.type}</td>
                   <td>{r.step}</td>
                   <td class="mono">{r.owner ?? '–'}</td>
@@ -165,7 +165,7 @@ export const OverviewPage: FC<OverviewData> = (d) => (
           {d.recent.length === 0 ? <tr><td colspan={7} class="muted">No jobs{d.filter.status || d.filter.type ? ' match the filter' : ''}.</td></tr> : null}
           {d.recent.map((j) => (
             <tr class={`row-${j.status}`} data-job={j.id}>
-              <td class="mono"><a href={`/dashboard/jobs/${j.id}`}>{j.id.slice(0, 8)}</a></td>
+              <td class="mono"><JobLink id={j.id} /></td>
               <td>{j.type}</td>
               <td><StatusBadge status={j.status} /></td>
               <td>{j.step}</td>
@@ -206,7 +206,7 @@ export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub,
   const terminal = TERMINAL_STATUSES.includes(job.status);
   const base = `/dashboard/jobs/${job.id}`;
   return (
-    <Layout title={`${job.type} ${job.id.slice(0, 8)}`} refreshSeconds={terminal ? undefined : 10} header={<TopBar csrf={csrf} lease={lease} now={now} />}>
+    <Layout title={`${job.type} …${shortId(job.id)}`} refreshSeconds={terminal ? undefined : 10} header={<TopBar csrf={csrf} lease={lease} now={now} />}>
       {notice ? <div class="notice" role="status">{notice}</div> : null}
       {error ? <div class="error" role="alert">{error}</div> : null}
       <h1>

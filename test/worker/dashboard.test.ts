@@ -130,6 +130,24 @@ describe('the overview', () => {
   });
 });
 
+describe('job ids on the dashboard', () => {
+  it('abbreviates each id by its random tail, so 25 jobs made at once read differently', async () => {
+    // one statement: every id starts with the same milliseconds (UUIDv7), so a prefix would repeat
+    const jobs = Array.from({ length: 25 }, (_, i) => ({ type: 'uppercase', payload: { text: `short-${i}` }, runAt: '2099-01-01T00:00:00Z', priority: 1 }));
+    const ids = (await h.sql`select j->>'id' as id from worker.enqueue_jobs(${h.sql.json(jobs)}::jsonb) j`).map((r) => r.id as string);
+    expect(new Set(ids.map((id) => id.slice(0, 8))).size).toBeLessThan(25);
+    const res = await page('/?status=queued&type=uppercase');
+    const shown = [...res.text.matchAll(/<tr class="row-queued" data-job="([0-9a-f-]{36})"><td class="mono"><a href="\/dashboard\/jobs\/\1" title="\1" data-short-id="([0-9a-f]{8})">…\2<\/a>/g)];
+    const ours = shown.filter((m) => ids.includes(m[1]!));
+    expect(ours).toHaveLength(25);
+    for (const m of ours) expect(m[2]).toBe(m[1]!.replace(/-/g, '').slice(-8));
+    expect(new Set(ours.map((m) => m[2])).size).toBe(25);
+    const view = await page(`/dashboard/jobs/${ids[0]}`);
+    expect(view.text).toContain(`<title>uppercase …${ids[0]!.slice(-8)}`);
+    await h.sql`delete from worker.jobs where payload->>'text' like 'short-%'`;
+  });
+});
+
 describe('the job page', () => {
   it('shows fields, the payload with secrets redacted, checkpoint, result, the last error scrubbed, and the events', async () => {
     const res = await h.request('/v1/jobs', { method: 'POST', json: { type: 'fail', payload: { message: `refused ${CANARY}`, apiToken: 'sk-payload-canary-1' }, maxAttempts: 1 } });
