@@ -73,6 +73,21 @@ describe('the drain', () => {
   });
 });
 
+describe('job types the Worker does not run', () => {
+  it('stay queued through a tick: the drain claims only the types in its registry', async () => {
+    await clear();
+    await h.sql`insert into worker.job_types (type) values ('node_only_type') on conflict do nothing`;
+    const [row] = await h.sql`select id from worker.enqueue_job(type => 'node_only_type', payload => '{}'::jsonb)`;
+    await h.sql`select worker.enqueue_jobs(${h.sql.json([{ type: 'uppercase', payload: { text: 'mine' } }])}::jsonb)`;
+    await h.trigger(TICK, new Date(), { TICK_BUDGET_MS: '1000' });
+    const [job] = await h.sql`select status, attempts, started_at from worker.jobs where id = ${row!.id}`;
+    expect(job).toEqual({ status: 'queued', attempts: 0, started_at: null });
+    expect(await h.sql`select 1 from worker.alerts where job_id = ${row!.id}`).toEqual([]);
+    expect(await countJobs(h.sql, h.sql`type = 'uppercase' and payload->>'text' = 'mine' and status = 'done'`)).toBe(1);
+    await h.sql`delete from worker.jobs where id = ${row!.id}`;
+  });
+});
+
 describe('cron slots', () => {
   it('a duplicate or overlapping trigger of one slot makes one job', async () => {
     await clear();
