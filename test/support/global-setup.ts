@@ -36,6 +36,17 @@ export default async function setup(project: TestProject) {
   }
   const template = `sb_template_${process.pid}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  // Which server the run is on, in the output; STARBASE_TEST_PG_MAJOR (set by `npm run test:pg15`)
+  // makes a run on another major version fail instead of passing for the wrong reason.
+  const [{ server_version: version }] = await admin<[{ server_version: string }]>`show server_version`;
+  const { hostname, port } = new URL(adminUrl);
+  console.log(`tests on Postgres ${version} at ${hostname}:${port}${process.env.DATABASE_URL ? ' (DATABASE_URL)' : ' (embedded)'}`);
+  const wanted = process.env.STARBASE_TEST_PG_MAJOR;
+  if (wanted && version.split('.')[0] !== wanted) {
+    await admin.end();
+    await stop();
+    throw new Error(`STARBASE_TEST_PG_MAJOR=${wanted} but the server at ${hostname}:${port} runs Postgres ${version}`);
+  }
   await admin.unsafe(`drop database if exists ${template}`);
   await admin.unsafe(`create database ${template}`);
   const templateSql = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
@@ -46,17 +57,21 @@ export default async function setup(project: TestProject) {
   project.provide('templateDatabase', template);
   project.provide('sandboxUrl', sandbox.url);
   return async () => {
-    await sandbox.close();
-    // What a file's own afterAll did not drop (it failed, or the file was killed): this run's
-    // databases only, named sbt_<pid>_… (Node files) and sbw_<pid>_… (Worker files), so runs
-    // sharing a server never drop each other's. (`_` is a LIKE wildcard: sbt_12_% would also
-    // match run 123's sbt_123_…, hence the escapes.)
-    const prefixes = [`sbt\\_${process.pid}\\_%`, `sbw\\_${process.pid}\\_%`];
-    const leftovers = await admin`select datname from pg_database where datname like any(${prefixes})`;
-    for (const { datname } of leftovers) await admin.unsafe(`drop database if exists ${datname} with (force)`);
-    await admin.unsafe(`drop database if exists ${template} with (force)`);
-    await admin.end();
-    await stop();
+    // (each step even when one before it throws: an embedded server left running outlives the run)
+    try {
+      await sandbox.close();
+      // What a file's own afterAll did not drop (it failed, or the file was killed): this run's
+      // databases only, named sbt_<pid>_… (Node files) and sbw_<pid>_… (Worker files), so runs
+      // sharing a server never drop each other's. (`_` is a LIKE wildcard: sbt_12_% would also
+      // match run 123's sbt_123_…, hence the escapes.)
+      const prefixes = [`sbt\\_${process.pid}\\_%`, `sbw\\_${process.pid}\\_%`];
+      const leftovers = await admin`select datname from pg_database where datname like any(${prefixes})`;
+      for (const { datname } of leftovers) await admin.unsafe(`drop database if exists ${datname} with (force)`);
+      await admin.unsafe(`drop database if exists ${template} with (force)`);
+    } finally {
+      await admin.end();
+      await stop();
+    }
   };
 }
 
