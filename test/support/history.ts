@@ -69,10 +69,9 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
     let status = 'queued';
     let attempts = 0;
     let crashes = 0;
-    // the weight it was enqueued at: the first escalation's origin; light if the rescue failed it
-    // (which moves the weight up too, without an escalated event); else where it still is
-    const failedByRescue = evs.some((e) => e.kind === 'failed' && e.detail.reason === 'lease expired');
-    let weight: string = evs.find((e) => e.kind === 'escalated')?.detail.from ?? (failedByRescue ? 'light' : job.weight);
+    // the weight it was enqueued at: the first escalation's origin, else where it still is (a job
+    // the rescue fails on its last attempt keeps its weight: nothing was requeued, 0082)
+    let weight: string = evs.find((e) => e.kind === 'escalated')?.detail.from ?? job.weight;
     let weightAtExpiry = weight;
     let dones = 0;
     let started = false;
@@ -133,7 +132,6 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
             if (prev?.kind !== 'lease_expired') fail('failed by the rescue without a lease_expired before it');
             if (attempts < job.max_attempts) fail(`failed by the rescue at attempt ${attempts} < ${job.max_attempts}`);
             if (weightAtExpiry !== 'light') fail(`failed by the rescue at ${weightAtExpiry}: the top class ends oom_killed`);
-            weight = 'heavy';
             tally.failedByRescue++;
           } else if (e.detail.manual) {
             if (owner) close(e);
@@ -165,7 +163,8 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
           break;
         case 'oom_killed':
           if (prev?.kind !== 'lease_expired') fail('oom_killed without a lease_expired before it');
-          if (weightAtExpiry !== 'heavy') fail(`oom_killed after a crash at ${weightAtExpiry}`);
+          // at the top class, or at the largest class the job's pool can run (the event names the next one)
+          if (weightAtExpiry !== 'heavy' && e.detail.weight !== weightAtExpiry) fail(`oom_killed after a crash at ${weightAtExpiry}`);
           tally.oomKilled++;
           status = 'oom_killed';
           break;
