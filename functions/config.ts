@@ -10,6 +10,7 @@ export interface WorkerConfig {
   cronBackfillMs: number;
   scheduleGraceMs: number;
   stuckJobMs: number;
+  unclaimedJobMs: number;
   finishedRetentionMs: number;
   failedRetentionMs: number;
   eventRetentionMs: number;
@@ -43,6 +44,7 @@ export function readConfig(env: WorkerEnv): WorkerConfig {
     cronBackfillMs: int(env, 'CRON_BACKFILL_MS', 86_400_000, 0, 31 * 86_400_000),
     scheduleGraceMs: int(env, 'SCHEDULE_GRACE_MS', 3_600_000, 0, 31 * 86_400_000),
     stuckJobMs: int(env, 'STUCK_JOB_MS', 7_200_000, 60_000, 31 * 86_400_000),
+    unclaimedJobMs: int(env, 'UNCLAIMED_JOB_MS', 900_000, 60_000, 31 * 86_400_000),
     finishedRetentionMs: int(env, 'FINISHED_RETENTION_MS', 7 * 86_400_000, 60_000, 3650 * 86_400_000),
     failedRetentionMs: int(env, 'FAILED_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
     eventRetentionMs: int(env, 'EVENT_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),

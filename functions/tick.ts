@@ -1,5 +1,5 @@
 import {
-  alertStuckJobs, claimLeaderLease, deliverPendingAlerts, pruneFinished, rescueExpiredLeases, type LeaderLease, type RunCounts,
+  alertStuckJobs, alertUnclaimedJobs, claimLeaderLease, deliverPendingAlerts, pruneFinished, rescueExpiredLeases, type LeaderLease, type RunCounts,
 } from '../queue/index.ts';
 import { drain, type Invocation } from './invocation.ts';
 import { backfillSlots, checkSchedules, SCHEDULES, syncSchedules, type Schedule } from './schedules.ts';
@@ -12,7 +12,7 @@ export const MAINTENANCE_FAILED = 'maintenance_failed';
 
 /** The leader's maintenance passes, in the order each tick runs them. */
 export const MAINTENANCE_PASSES = [
-  'syncSchedules', 'rescued', 'backfilled', 'schedules', 'stuck', 'pruned', 'leaderChurn', 'eventsRolledUp', 'depthSnapshot', 'alertsSent',
+  'syncSchedules', 'rescued', 'backfilled', 'schedules', 'stuck', 'unclaimed', 'pruned', 'leaderChurn', 'eventsRolledUp', 'depthSnapshot', 'alertsSent',
 ] as const;
 export type MaintenancePass = (typeof MAINTENANCE_PASSES)[number];
 
@@ -73,6 +73,7 @@ export async function runTick(inv: Invocation, now: Date, options: TickOptions =
     await pass('backfilled', async () => (await backfillSlots(sql, now, config.cronBackfillMs, schedules)).map((s) => s.slotKey));
     await pass('schedules', () => checkSchedules(sql, now, config.scheduleGraceMs, schedules));
     await pass('stuck', () => alertStuckJobs(sql, { thresholdMs: config.stuckJobMs }));
+    await pass('unclaimed', () => alertUnclaimedJobs(sql, { thresholdMs: config.unclaimedJobMs }));
     await pass('pruned', () =>
       pruneFinished(sql, {
         finishedRetentionMs: config.finishedRetentionMs,

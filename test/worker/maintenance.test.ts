@@ -42,9 +42,12 @@ async function arrange() {
   const stuck = (await enqueue(h.sql, { type: 'countdown', payload: { n: 1 }, priority: 0, runAt: new Date(Date.now() - 3 * HOUR) })).job;
   await claimJobs(h.sql, { workerId: 'slow:1', limit: 1, now: new Date(Date.now() - 3 * HOUR) });
   await h.sql`update worker.jobs set locked_until = now() + interval '1 hour' where id = ${stuck.id}`;
+  // due for an hour, of a type no runner has: the unclaimed-jobs pass alerts
+  await h.sql`insert into worker.job_types (type) values ('maint_nobody_runs') on conflict do nothing`;
+  const unclaimed = (await enqueue(h.sql, { type: 'maint_nobody_runs', payload: {}, runAt: new Date(Date.now() - HOUR) })).job;
   // due now: the drain runs it
   const due = (await enqueue(h.sql, { type: 'uppercase', payload: { text: 'drain me' } })).job;
-  return { expired, stuck, due };
+  return { expired, stuck, unclaimed, due };
 }
 
 // a failed assertion must not leave the refusing triggers behind for the next test
@@ -58,7 +61,7 @@ afterEach(async () => {
 
 describe('a maintenance pass that throws', () => {
   it('is logged and alerted, scrubbed, and the other passes and the drain still run', async () => {
-    const { expired, stuck, due } = await arrange();
+    const { expired, stuck, unclaimed, due } = await arrange();
     // The prune pass fails for real: the database refuses its delete, with an error that quotes a secret.
     await h.sql.unsafe(`
       create function public.refuse_prune() returns trigger language plpgsql as $$
@@ -79,6 +82,9 @@ describe('a maintenance pass that throws', () => {
     expect(result.maintenance!.backfilled).toEqual(['maint_test:2027-06-01T00:00:00.000Z']);
     expect(result.maintenance!.schedules).toMatchObject({ invalid: ['maint_broken'] });
     expect(result.maintenance!.stuck).toMatchObject({ opened: 1 });
+    expect(result.maintenance!.unclaimed).toMatchObject({ opened: 1 });
+    expect(await h.sql`select key from worker.alerts where kind = 'unclaimed_jobs' and job_id = ${unclaimed.id} and resolved_at is null`)
+      .toEqual([{ key: 'maint_nobody_runs' }]);
     expect(result.maintenance!.leaderChurn).not.toHaveProperty('error');
     expect(result.maintenance!.eventsRolledUp).not.toHaveProperty('error');
     expect(await h.sql`select 1 from worker.depth_snapshots where at = date_trunc('minute', ${NOW}::timestamptz)`).toHaveLength(1);
