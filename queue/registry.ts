@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { Sql } from './db.ts';
 import type { Job, Json, JsonObject } from './job.ts';
 import type { SettleEffect } from './settle.ts';
@@ -91,8 +91,9 @@ export class JobRegistry {
   }
 
   /**
-   * Record the types in worker.job_types (lease, attempts, weight), so enqueue from SQL accepts
-   * them and the claim uses their lease. Idempotent.
+   * Record the types in worker.job_types (lease, attempts, weight, and the payload's JSON Schema),
+   * so enqueue from SQL accepts them, checks their payloads, and the claim uses their lease.
+   * Idempotent.
    */
   async sync(sql: Sql): Promise<void> {
     const rows = this.list().map((t) => ({
@@ -100,12 +101,94 @@ export class JobRegistry {
       lease_ms: t.leaseMs ?? 120_000,
       max_attempts: t.maxAttempts ?? 3,
       weight: t.weight ?? 'light',
+      payload_schema: payloadJsonSchema(t.payload),
     }));
     if (rows.length === 0) return;
     await sql`
-      insert into worker.job_types ${sql(rows, 'type', 'lease_ms', 'max_attempts', 'weight')}
-      on conflict (type) do update set lease_ms = excluded.lease_ms, max_attempts = excluded.max_attempts, weight = excluded.weight
-      where (worker.job_types.lease_ms, worker.job_types.max_attempts, worker.job_types.weight)
-            is distinct from (excluded.lease_ms, excluded.max_attempts, excluded.weight)`;
+      insert into worker.job_types (type, lease_ms, max_attempts, weight, payload_schema)
+      select x.type, x.lease_ms, x.max_attempts, x.weight, x.payload_schema
+        from jsonb_to_recordset(${sql.json(rows as unknown as Json)}::jsonb)
+             as x(type text, lease_ms int, max_attempts int, weight text, payload_schema jsonb)
+      on conflict (type) do update set lease_ms = excluded.lease_ms, max_attempts = excluded.max_attempts,
+             weight = excluded.weight, payload_schema = excluded.payload_schema
+      where (worker.job_types.lease_ms, worker.job_types.max_attempts, worker.job_types.weight, worker.job_types.payload_schema)
+            is distinct from (excluded.lease_ms, excluded.max_attempts, excluded.weight, excluded.payload_schema)`;
+  }
+}
+
+type ZodNode = { _zod: { def: { type: string; coerce?: boolean; in?: ZodNode; innerType?: ZodNode; getter?: () => ZodNode; options?: ZodNode[]; left?: ZodNode; right?: ZodNode; shape?: Record<string, ZodNode> } } };
+
+/**
+ * Whether zod accepts this schema's input in ways its generated JSON Schema does not say: a
+ * coerced primitive (takes any value), `.catch()` (takes anything), a preprocess or transform
+ * input, a custom check. Such a node becomes `{}` (anything) for the enqueue check.
+ */
+function lenient(node: ZodNode): boolean {
+  const def = node._zod.def;
+  if (def.coerce) return true;
+  switch (def.type) {
+    case 'catch': case 'transform': case 'custom': case 'success': case 'any': case 'unknown':
+      return true;
+    case 'pipe':
+      return def.in ? lenient(def.in) : true;
+    case 'readonly': case 'nonoptional':
+      return def.innerType ? lenient(def.innerType) : true;
+    case 'lazy':
+      return def.getter ? lenient(def.getter()) : true;
+    default:
+      return false;
+  }
+}
+
+/** Whether zod accepts the key missing from its object although the JSON Schema may list it as required. */
+function acceptsMissing(node: ZodNode): boolean {
+  const def = node._zod.def;
+  if (lenient(node)) return true;
+  switch (def.type) {
+    case 'optional': case 'default': case 'prefault':
+      return true;
+    case 'nullable': case 'readonly': case 'nonoptional':
+      return def.type !== 'nonoptional' && def.innerType ? acceptsMissing(def.innerType) : false;
+    case 'lazy':
+      return def.getter ? acceptsMissing(def.getter()) : true;
+    case 'union':
+      return (def.options ?? []).some(acceptsMissing);
+    case 'intersection':
+      return (def.left ? acceptsMissing(def.left) : true) || (def.right ? acceptsMissing(def.right) : true);
+    default:
+      return false;
+  }
+}
+
+/**
+ * The JSON Schema of a payload's input, for enqueue to check from SQL (worker.check_payload):
+ * zod's own generator (`z.toJSONSchema`, input side), with every node whose acceptance it cannot
+ * state widened to `{}` so the check never refuses a payload zod would accept. null when the
+ * schema cannot be generated: then enqueue checks only that the payload is an object.
+ */
+export function payloadJsonSchema(schema: z.ZodType): JsonObject | null {
+  try {
+    const json = z.toJSONSchema(schema, {
+      io: 'input',
+      unrepresentable: 'any',
+      cycles: 'ref',
+      reused: 'inline',
+      override: ({ zodSchema, jsonSchema }) => {
+        const node = zodSchema as unknown as ZodNode;
+        const target = jsonSchema as Record<string, unknown>;
+        if (lenient(node)) {
+          for (const key of Object.keys(target)) delete target[key];
+          return;
+        }
+        const shape = node._zod.def.type === 'object' ? node._zod.def.shape : undefined;
+        if (shape && Array.isArray(target.required)) {
+          target.required = (target.required as string[]).filter((k) => !(shape[k] && acceptsMissing(shape[k]!)));
+        }
+      },
+    }) as Record<string, unknown>;
+    delete json.$schema;
+    return json as JsonObject;
+  } catch {
+    return null;
   }
 }

@@ -3,9 +3,10 @@ import { defineJobType, done, next } from './registry.ts';
 
 /** Built-in sample types, always registered: operators use them to smoke-test a deployment. */
 
+/** Upper-cases `text` (at most 64 Ki characters: checked at enqueue, from SQL too). */
 export const uppercase = defineJobType({
   type: 'uppercase',
-  payload: z.object({ text: z.string().max(100_000) }),
+  payload: z.object({ text: z.string().max(65_536) }),
   async run({ payload }) {
     return done({ text: payload.text.toUpperCase() });
   },
