@@ -105,7 +105,7 @@ describe('POST /v1/jobs/batch', () => {
   });
 
   it('refuses a batch with one bad job, or too many, writing nothing', async () => {
-    await expectRefused(() => post('/v1/jobs/batch', { jobs: [{ type: 'uppercase' }, { type: 'nope' }] }), 400, 'invalid_input', 'jobs[1].type');
+    await expectRefused(() => post('/v1/jobs/batch', { jobs: [{ type: 'uppercase', payload: { text: 'ok' } }, { type: 'nope' }] }), 400, 'invalid_input', 'jobs[1].type');
     await expectRefused(() => post('/v1/jobs/batch', { jobs: [{ type: 'uppercase' }, { type: 'uppercase', priority: -1 }] }), 400, 'invalid_input', 'jobs.1.priority');
     await expectRefused(() => post('/v1/jobs/batch', { jobs: Array.from({ length: 1001 }, () => ({ type: 'uppercase' })) }), 400, 'invalid_input', 'jobs');
     await expectRefused(() => post('/v1/jobs/batch', { jobs: [] }), 400, 'invalid_input', 'jobs');
