@@ -1,6 +1,7 @@
 import type { Queryable } from './db.ts';
 import { translatePgError } from './errors.ts';
 import { toJob, type Job, type JsonObject } from './job.ts';
+import type { JobAccess } from './registry.ts';
 
 export interface EnqueueInput {
   type: string;
@@ -70,4 +71,22 @@ function fromEnqueueRow(row: Record<string, unknown>): EnqueueResult {
     duplicate: row._duplicate === true,
     superseded: (row._superseded as string | null | undefined) ?? null,
   };
+}
+
+export interface TypeAccess {
+  access: JobAccess;
+  /** How an internal type is meant to be enqueued (its route, its schedule, its parent job). */
+  enqueueVia: string | null;
+}
+
+/**
+ * Who may enqueue each of `types` over the generic routes, as the registry sync stored it
+ * (worker.job_types). A type not in the table is left out: enqueue refuses it as unknown.
+ */
+export async function typeAccess(sql: Queryable, types: readonly string[]): Promise<Map<string, TypeAccess>> {
+  const distinct = [...new Set(types)];
+  if (distinct.length === 0) return new Map();
+  const rows = await sql`
+    select type, access, enqueue_via from worker.job_types where type in ${sql(distinct)}`;
+  return new Map(rows.map((r) => [r.type as string, { access: r.access as JobAccess, enqueueVia: (r.enqueue_via as string | null) ?? null }]));
 }

@@ -48,6 +48,24 @@ export interface JobType<P = unknown> {
   maxAttempts?: number;
   weight?: string;
   retry?: RetryPolicy;
+  /**
+   * Who may enqueue this type over the generic routes (`POST /v1/jobs`, `/v1/jobs/batch`).
+   * 'public': the enqueue scope. 'internal' (the default: a type that says nothing is not
+   * exposed): only the admin scope there; the type is meant to be enqueued by the engine itself
+   * (a cron slot, a parent job) or by its own route, which `enqueueVia` names for the refusal.
+   * Enqueue from TypeScript and SQL is the deployment's own code and is not gated.
+   */
+  access?: JobAccess;
+  /** How an internal type is enqueued (`POST /v1/databases`, `the billing_cron schedule`): told to a refused caller. */
+  enqueueVia?: string;
+  /**
+   * The concurrency key every job of this type gets, derived from its payload at enqueue (in SQL,
+   * so every path gets it): `key` with each `{field}` replaced by that top-level payload field
+   * (`provision:{accountId}`; a literal prefix first), at most `limit` of them running at once.
+   * A caller's different concurrencyKey or concurrencyLimit for the type is refused (SB400), and
+   * so is a key of this shape on a job of any other type.
+   */
+  concurrency?: TypeConcurrency;
   run(ctx: StepContext<P>): Promise<StepResult>;
   /** Runs when a started job is cancelled: undo or stop work at providers. */
   onCancel?(ctx: StepContext<P>): Promise<void>;
@@ -55,8 +73,39 @@ export interface JobType<P = unknown> {
   onFailed?(ctx: StepContext<P>, error: string): Promise<void>;
 }
 
+export type JobAccess = 'public' | 'internal';
+
+export interface TypeConcurrency {
+  /** A template over the payload's top-level fields: `provision:{accountId}`. */
+  key: string;
+  limit: number;
+}
+
+/** What worker.job_types accepts as a concurrency key template (0120's check). */
+const CONCURRENCY_TEMPLATE = /^[^{}]+(\{[A-Za-z_][A-Za-z0-9_]*\}[^{}]*)*$/;
+
 export function defineJobType<P>(definition: JobType<P>): JobType<P> {
+  checkDeclaration(definition);
   return definition;
+}
+
+/** A declaration the sync would fail to store is refused where it is written, naming the type. */
+function checkDeclaration(t: JobType<any>): void {
+  if (t.access !== undefined && t.access !== 'public' && t.access !== 'internal') {
+    throw new Error(`job type ${t.type}: access must be 'public' or 'internal', got ${JSON.stringify(t.access)}`);
+  }
+  if (t.enqueueVia !== undefined && (t.enqueueVia.length < 1 || t.enqueueVia.length > 200)) {
+    throw new Error(`job type ${t.type}: enqueueVia must be 1 to 200 characters`);
+  }
+  const c = t.concurrency;
+  if (c !== undefined) {
+    if (!CONCURRENCY_TEMPLATE.test(c.key) || c.key.length > 200) {
+      throw new Error(`job type ${t.type}: concurrency.key must be literal text with {field} placeholders, starting with literal text (e.g. provision:{accountId}), got ${JSON.stringify(c.key)}`);
+    }
+    if (!Number.isInteger(c.limit) || c.limit < 1 || c.limit > 10_000) {
+      throw new Error(`job type ${t.type}: concurrency.limit must be an integer from 1 to 10000, got ${c.limit}`);
+    }
+  }
 }
 
 const DEFAULT_RETRY: RetryPolicy = { baseMs: 1000, maxMs: 5 * 60_000 };
@@ -78,6 +127,7 @@ export class JobRegistry {
 
   register<P>(type: JobType<P>): this {
     if (this.types.has(type.type)) throw new Error(`job type ${type.type} is registered twice`);
+    checkDeclaration(type);
     this.types.set(type.type, type as JobType<unknown>);
     return this;
   }
@@ -91,9 +141,10 @@ export class JobRegistry {
   }
 
   /**
-   * Record the types in worker.job_types (lease, attempts, weight, and the payload's JSON Schema),
-   * so enqueue from SQL accepts them, checks their payloads, and the claim uses their lease.
-   * Idempotent.
+   * Record the types in worker.job_types (lease, attempts, weight, the payload's JSON Schema, who
+   * may enqueue the type over the generic routes, and its own concurrency key), so enqueue from
+   * SQL accepts them, checks their payloads and gives them their key, the HTTP routes know which
+   * are public, and the claim uses their lease. Idempotent.
    */
   async sync(sql: Sql): Promise<void> {
     const rows = this.list().map((t) => ({
@@ -102,17 +153,26 @@ export class JobRegistry {
       max_attempts: t.maxAttempts ?? 3,
       weight: t.weight ?? 'light',
       payload_schema: payloadJsonSchema(t.payload),
+      access: t.access ?? 'internal',
+      enqueue_via: t.enqueueVia ?? null,
+      concurrency_key: t.concurrency?.key ?? null,
+      concurrency_limit: t.concurrency?.limit ?? null,
     }));
     if (rows.length === 0) return;
     await sql`
-      insert into worker.job_types (type, lease_ms, max_attempts, weight, payload_schema)
-      select x.type, x.lease_ms, x.max_attempts, x.weight, x.payload_schema
+      insert into worker.job_types (type, lease_ms, max_attempts, weight, payload_schema, access, enqueue_via, concurrency_key, concurrency_limit)
+      select x.type, x.lease_ms, x.max_attempts, x.weight, x.payload_schema, x.access, x.enqueue_via, x.concurrency_key, x.concurrency_limit
         from jsonb_to_recordset(${sql.json(rows as unknown as Json)}::jsonb)
-             as x(type text, lease_ms int, max_attempts int, weight text, payload_schema jsonb)
+             as x(type text, lease_ms int, max_attempts int, weight text, payload_schema jsonb,
+                  access text, enqueue_via text, concurrency_key text, concurrency_limit int)
       on conflict (type) do update set lease_ms = excluded.lease_ms, max_attempts = excluded.max_attempts,
-             weight = excluded.weight, payload_schema = excluded.payload_schema
-      where (worker.job_types.lease_ms, worker.job_types.max_attempts, worker.job_types.weight, worker.job_types.payload_schema)
-            is distinct from (excluded.lease_ms, excluded.max_attempts, excluded.weight, excluded.payload_schema)`;
+             weight = excluded.weight, payload_schema = excluded.payload_schema, access = excluded.access,
+             enqueue_via = excluded.enqueue_via, concurrency_key = excluded.concurrency_key,
+             concurrency_limit = excluded.concurrency_limit
+      where (worker.job_types.lease_ms, worker.job_types.max_attempts, worker.job_types.weight, worker.job_types.payload_schema,
+             worker.job_types.access, worker.job_types.enqueue_via, worker.job_types.concurrency_key, worker.job_types.concurrency_limit)
+            is distinct from (excluded.lease_ms, excluded.max_attempts, excluded.weight, excluded.payload_schema,
+             excluded.access, excluded.enqueue_via, excluded.concurrency_key, excluded.concurrency_limit)`;
   }
 }
 

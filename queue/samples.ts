@@ -1,11 +1,15 @@
 import { z } from 'zod';
 import { defineJobType, done, next } from './registry.ts';
 
-/** Built-in sample types, always registered: operators use them to smoke-test a deployment. */
+/**
+ * Built-in sample types, always registered: operators use them to smoke-test a deployment, so
+ * they are public (the enqueue token may enqueue them over POST /v1/jobs).
+ */
 
 /** Upper-cases `text` (at most 64 Ki characters: checked at enqueue, from SQL too). */
 export const uppercase = defineJobType({
   type: 'uppercase',
+  access: 'public',
   payload: z.object({ text: z.string().max(65_536) }),
   async run({ payload }) {
     return done({ text: payload.text.toUpperCase() });
@@ -15,6 +19,7 @@ export const uppercase = defineJobType({
 /** n checkpointed steps, then result {steps: n}. */
 export const countdown = defineJobType({
   type: 'countdown',
+  access: 'public',
   payload: z.object({ n: z.number().int().min(0).max(10_000), delayMs: z.number().int().min(0).max(3_600_000).optional() }),
   async run({ payload, checkpoint }) {
     const taken = typeof checkpoint.taken === 'number' ? checkpoint.taken : 0;
@@ -26,6 +31,7 @@ export const countdown = defineJobType({
 /** Always throws: exercises retries, the poison alert and `failed`. */
 export const fail = defineJobType({
   type: 'fail',
+  access: 'public',
   payload: z.object({ message: z.string().max(1000).optional() }),
   retry: { baseMs: 100, maxMs: 1000 },
   async run({ payload, attempt }) {
