@@ -1,11 +1,13 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
+import type { Context } from 'hono';
 import {
   cancelJob, decodeCursor, enqueue, enqueueBatch, failJobPermanently, getJob, JOB_STATUSES, listJobs, NotFoundError,
-  releaseJobLease, requeueJob, rescheduleJob, setJobPriority, type EnqueueInput, type JsonObject,
+  releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, type EnqueueInput, type JsonObject, type Queryable,
 } from '../../queue/index.ts';
-import { requireScope } from './auth.ts';
+import type { WorkerEnv } from '../config.ts';
+import { requireScope, scopesOf } from './auth.ts';
 import { readJson, storableText } from './body.ts';
 import { invocationOf, type AppEnv } from './context.ts';
 import { errorBody, HttpError } from './errors.ts';
@@ -47,9 +49,27 @@ const BATCH_MAX = 4 * 1024 * 1024;
 
 export const jobs = new Hono<AppEnv>();
 
+/**
+ * The generic routes enqueue a type only if it is public (queue/registry.ts `access`), or if the
+ * token carries the admin scope: an internal type is the engine's own (a cron slot, a parent job)
+ * or has its own route, which checks what the generic route cannot. Checked before anything is
+ * written, so a batch with one refused element writes nothing. `fieldOf(i)` names the i-th type.
+ */
+async function refuseInternalTypes(c: Context<AppEnv>, sql: Queryable, types: string[], fieldOf: (i: number) => string): Promise<void> {
+  const access = await typeAccess(sql, types);
+  const refused = types.findIndex((t) => access.get(t)?.access === 'internal');
+  if (refused < 0) return;
+  const scopes = await scopesOf(c.env as WorkerEnv, c.req.header('authorization'));
+  if (scopes?.includes('admin')) return;
+  const type = types[refused]!;
+  const via = access.get(type)!.enqueueVia;
+  throw new HttpError(403, 'forbidden', `job type ${type} is internal: enqueue it through ${via ?? 'its own route'} (the admin token may enqueue it here)`, fieldOf(refused));
+}
+
 jobs.post('/v1/jobs/batch', requireScope('enqueue'), bodyLimit({ maxSize: BATCH_MAX, onError: (c) => limitTooLarge(c, BATCH_MAX) }), async (c) => {
   const body = await readJson(c, z.strictObject({ jobs: z.array(enqueueSchema).min(1).max(1000) }));
   const inv = await invocationOf(c);
+  await refuseInternalTypes(c, inv.sql, body.jobs.map((j) => j.type), (i) => `jobs[${i}].type`);
   const results = await enqueueBatch(inv.sql, body.jobs.map(toEnqueueInput));
   c.set('kick', true);
   return c.json({ jobs: results.map((r) => jobJson(r.job)) }, 201);
@@ -58,6 +78,7 @@ jobs.post('/v1/jobs/batch', requireScope('enqueue'), bodyLimit({ maxSize: BATCH_
 jobs.post('/v1/jobs', requireScope('enqueue'), bodyLimit({ maxSize: SINGLE_MAX, onError: (c) => limitTooLarge(c, SINGLE_MAX) }), async (c) => {
   const body = await readJson(c, enqueueSchema);
   const inv = await invocationOf(c);
+  await refuseInternalTypes(c, inv.sql, [body.type], () => 'type');
   const result = await enqueue(inv.sql, toEnqueueInput(body));
   if (result.duplicate) return c.json({ job: jobJson(result.job), duplicate: true }, 200);
   c.set('kick', true);

@@ -95,6 +95,7 @@ export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronP
   const pollDelayMs = deps.pollDelayMs ?? 30_000;
   return defineJobType({
     type: BILLING_CRON,
+    enqueueVia: 'its monthly schedule (0 0 1 * *)',
     payload: billingCronPayload,
     // The fan-out inserts one job per account in one statement.
     leaseMs: 600_000,

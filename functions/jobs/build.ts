@@ -150,6 +150,7 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
 
   return defineJobType<BuildPayload>({
     type: BUILD_JOB_TYPE,
+    enqueueVia: 'POST /v1/pushes',
     payload: buildPayload,
     leaseMs: BUILD_LEASE_MS,
     maxAttempts: BUILD_MAX_ATTEMPTS,

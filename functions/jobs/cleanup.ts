@@ -295,6 +295,7 @@ export function cleanupJob(deps: CleanupDeps): JobType<CleanupPayload> {
   const batch = Math.max(1, deps.batchSize ?? 100);
   return defineJobType({
     type: CLEANUP,
+    enqueueVia: 'its schedule (every 15 minutes)',
     payload: cleanupPayload,
     leaseMs: 300_000,
     maxAttempts: 3,

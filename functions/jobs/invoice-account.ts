@@ -197,6 +197,7 @@ async function submitInvoice(ctx: StepContext<InvoiceAccountPayload>, row: Invoi
 export function invoiceAccountJob(deps: InvoiceAccountDeps): JobType<InvoiceAccountPayload> {
   return defineJobType({
     type: INVOICE_ACCOUNT,
+    enqueueVia: 'billing_cron (one per billable account)',
     payload: invoiceAccountPayload,
     leaseMs: 120_000,
     maxAttempts: 5,

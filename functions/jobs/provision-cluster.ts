@@ -36,6 +36,8 @@ import {
 import { renderNodeUserData, talosBootstrapCommand, type TalosMachineConfigs } from './provisioning/talos.ts';
 
 export const PROVISION_CLUSTER = 'provision_cluster';
+/** Where provision_cluster is enqueued (it is internal: not over POST /v1/jobs with the enqueue token). */
+export const PROVISION_CLUSTER_ROUTE = 'POST /v1/clusters';
 export const AWAITING_BOOTSTRAP = 'awaiting_bootstrap';
 
 /** The body of `POST /v1/clusters`, and the job's payload. */
@@ -238,6 +240,7 @@ export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<Pro
 
   return defineProvisioningJobType<ProvisionClusterRequest>({
     type: PROVISION_CLUSTER,
+    enqueueVia: PROVISION_CLUSTER_ROUTE,
     payload: provisionClusterRequest,
     steps: { start: create, create, wait_active: waitActive, [AWAITING_BOOTSTRAP]: verifyApi, verify_api: verifyApi },
     compensate: destroy,

@@ -31,6 +31,8 @@ import {
 } from './provisioning/resources.ts';
 
 export const PROVISION_DB = 'provision_db';
+/** Where provision_db is enqueued (it is internal: not over POST /v1/jobs with the enqueue token). */
+export const PROVISION_DB_ROUTE = 'POST /v1/databases';
 
 /** The body of `POST /v1/databases`, and the job's payload. */
 export const provisionDbRequest = z
@@ -206,6 +208,7 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
 
   return defineProvisioningJobType<ProvisionDbRequest>({
     type: PROVISION_DB,
+    enqueueVia: PROVISION_DB_ROUTE,
     payload: provisionDbRequest,
     steps: { start: create, create, wait_online: waitOnline, pool },
     compensate: destroy,

@@ -21,8 +21,9 @@ import { defineJobType, type JobType } from '../../../queue/registry.ts';
 import { DigitalOceanCloudProvider } from '../../adapters/digitalocean.ts';
 import { FetchKubernetesProbe } from '../../adapters/kubernetes-probe.ts';
 import { parseKeyRing } from '../../lib/secrets.ts';
-import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER } from '../provision-cluster.ts';
-import { provisionDbJobType, provisionDbRequest, PROVISION_DB } from '../provision-db.ts';
+import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER, PROVISION_CLUSTER_ROUTE } from '../provision-cluster.ts';
+import { provisionDbJobType, provisionDbRequest, PROVISION_DB, PROVISION_DB_ROUTE } from '../provision-db.ts';
+import { provisioningConcurrency } from './job-type.ts';
 import { loadTalosMachineConfigs } from './talos.ts';
 
 export interface ProvisioningEnv {
@@ -39,6 +40,9 @@ export interface ProvisioningEnv {
 function unconfigured(type: string, payload: typeof provisionDbRequest | typeof provisionClusterRequest, missing: string[]): JobType<any> {
   return defineJobType<unknown>({
     type,
+    // declared as the configured types are: the registry sync stores what the last runner had
+    enqueueVia: type === PROVISION_DB ? PROVISION_DB_ROUTE : PROVISION_CLUSTER_ROUTE,
+    concurrency: provisioningConcurrency,
     payload: payload as never,
     async run() {
       throw new PermanentError(`${type} is not configured in this deployment: set ${missing.join(', ')}`);

@@ -2,9 +2,18 @@ import { PermanentError } from '../../../queue/errors.ts';
 import { defineJobType, type JobType, type StepContext, type StepResult } from '../../../queue/registry.ts';
 import type { z } from 'zod';
 import { withProviderRetry } from './provider-retry.ts';
+import { PROVISION_CONCURRENCY, provisioningConcurrencyKey } from './resources.ts';
+
+/**
+ * Every provisioning job of an account shares one key, derived from the payload by enqueue itself
+ * (in SQL): a caller cannot pick another key or limit to get past the per-account limit.
+ */
+export const provisioningConcurrency = { key: provisioningConcurrencyKey('{accountId}'), limit: PROVISION_CONCURRENCY };
 
 export interface ProvisioningJobDefinition<P> {
   type: string;
+  /** The type's own route (provisioning types are internal). */
+  enqueueVia: string;
   payload: z.ZodType<P>;
   /** Step name → handler; `start` is the first step of a new job. */
   steps: Record<string, (ctx: StepContext<P>) => Promise<StepResult>>;
@@ -19,6 +28,8 @@ export interface ProvisioningJobDefinition<P> {
 export function defineProvisioningJobType<P>(definition: ProvisioningJobDefinition<P>): JobType<P> {
   return defineJobType<P>({
     type: definition.type,
+    enqueueVia: definition.enqueueVia,
+    concurrency: provisioningConcurrency,
     payload: definition.payload,
     leaseMs: 300_000,
     maxAttempts: 5,
