@@ -10,7 +10,9 @@ export const webhooks = new Hono<AppEnv>();
 /**
  * Stripe's events. No bearer token: the Stripe-Signature header over the raw body is the
  * authentication (checked with constructEventAsync, 300 s tolerance, so a replayed old delivery
- * is refused); a bad signature answers 400 and changes nothing.
+ * is refused, and at most 300 s of clock skew ahead); a bad signature answers 400 `bad_signature`,
+ * a signed event without the fields it is acted on by 400 `invalid_event` naming the field, and
+ * neither changes anything.
  */
 webhooks.post(
   '/webhooks/stripe',
@@ -24,7 +26,7 @@ webhooks.post(
     const raw = await c.req.text();
     const inv = await invocationOf(c);
     const result = await handleStripeWebhook(inv.sql, stripe, raw, c.req.header('stripe-signature'), secret);
-    if (result.status === 400) return c.json(errorBody('bad_signature', result.body.error), 400);
+    if (result.status === 400) return c.json(errorBody(result.body.code ?? 'bad_signature', result.body.error, result.body.field), 400);
     return c.json(result.body, 200);
   },
 );

@@ -12,8 +12,10 @@ import type { Sql, TransactionSql } from '../../queue/db.ts';
  *                           payment outstanding, the account is active again and the services the
  *                           sweep suspended for non-payment are resumed
  *
- * A bad signature, or a timestamp older than the tolerance (a captured request replayed later),
- * is a 400 and changes nothing. Stripe delivers at least once and in any order: an event id
+ * A bad signature, a timestamp older than the tolerance (a captured request replayed later) or
+ * more than a small clock skew in the future (a delivery signed ahead, replayable until then), or
+ * a signed event without the fields it is acted on by (`id`, `type`, `created`, `data.object`, and
+ * for an invoice event the invoice's `id`) is a 400 naming the problem and changes nothing. Stripe delivers at least once and in any order: an event id
  * already applied is acknowledged and skipped, and a failure reported for an invoice that is
  * already paid is stale and ignored.
  */
@@ -22,11 +24,14 @@ export type StripeWebhookOutcome = 'applied' | 'duplicate' | 'ignored' | 'stale'
 
 export type StripeWebhookResult =
   | { status: 200; body: { received: true; eventId: string; type: string; outcome: StripeWebhookOutcome; accountId?: string } }
-  | { status: 400; body: { error: string } };
+  /** `code` is absent for a signature refused, `invalid_event` for a signed event without the fields it is acted on by. */
+  | { status: 400; body: { error: string; code?: 'invalid_event'; field?: string } };
 
 export interface StripeWebhookOptions {
   /** Oldest signature timestamp accepted, in seconds (Stripe's default: 300). */
   toleranceSeconds?: number;
+  /** Furthest a signature timestamp may be ahead of our clock, in seconds (clock skew; default 300). */
+  futureSkewSeconds?: number;
   /** The time the request was received (tests pin it); the clock when absent. */
   now?: Date;
 }
@@ -42,19 +47,34 @@ export async function handleStripeWebhook(
   secret: string,
   options: StripeWebhookOptions = {},
 ): Promise<StripeWebhookResult> {
-  if (!signatureHeader) return { status: 400, body: { error: 'missing Stripe-Signature header' } };
-  let event: Stripe.Event;
+  const refuse = (error: string) => ({ status: 400 as const, body: { error } });
+  if (!signatureHeader) return refuse('missing Stripe-Signature header');
+  const nowMs = (options.now ?? new Date()).getTime();
+  let verified: unknown;
   try {
-    event = await stripe.webhooks.constructEventAsync(rawBody, signatureHeader, secret, options.toleranceSeconds ?? 300, cryptoProvider, options.now?.getTime());
+    verified = await stripe.webhooks.constructEventAsync(rawBody, signatureHeader, secret, options.toleranceSeconds ?? 300, cryptoProvider, nowMs);
   } catch (error) {
+    // verified, but the body does not parse
+    if (error instanceof SyntaxError) return { status: 400, body: { error: 'the event is not JSON', code: 'invalid_event' } };
     // The SDK's message names the problem (no matching signature, timestamp outside the tolerance); its first line is enough.
     const reason = error instanceof Error ? (error.message.split('\n')[0] ?? '').trim() : 'unreadable';
-    return { status: 400, body: { error: `Stripe signature verification failed: ${reason}` } };
+    return refuse(`Stripe signature verification failed: ${reason}`);
   }
+  // The SDK checks only the age of the timestamp: one ahead of us passes, and such a delivery could
+  // be replayed until its time came plus the tolerance. Read it as the SDK does (the last `t=`).
+  const ahead = signatureTimestamp(signatureHeader) - Math.floor(nowMs / 1000);
+  const skew = options.futureSkewSeconds ?? 300;
+  if (ahead > skew) return refuse(`Stripe signature verification failed: the timestamp is ${ahead} s in the future (more than ${skew} s of clock skew)`);
+  const parsed = checkEvent(verified);
+  if ('error' in parsed) return { status: 400, body: { error: parsed.error, code: 'invalid_event', ...(parsed.field ? { field: parsed.field } : {}) } };
+  const event = parsed.event;
   const received = { received: true as const, eventId: event.id, type: event.type };
   if (!HANDLED.has(event.type)) return { status: 200, body: { ...received, outcome: 'ignored' } };
 
   const invoice = event.data.object as Stripe.Invoice;
+  if (typeof invoice.id !== 'string' || invoice.id === '') {
+    return { status: 400, body: { error: `the ${event.type} event has no data.object.id (the invoice)`, code: 'invalid_event', field: 'data.object.id' } };
+  }
   const customerId = typeof invoice.customer === 'string' ? invoice.customer : (invoice.customer?.id ?? null);
   const at = new Date(event.created * 1000);
   return sql.begin(async (tx) => {
@@ -70,6 +90,35 @@ export async function handleStripeWebhook(
       event.type === 'invoice.payment_failed' ? await paymentFailed(tx, accountId, invoice.id, at) : await invoicePaid(tx, accountId, invoice.id, at);
     return { status: 200, body: { ...received, outcome, accountId } };
   }) as Promise<StripeWebhookResult>;
+}
+
+/** The signature's timestamp as the SDK reads it: the last `t=` item of the header. */
+function signatureTimestamp(header: string): number {
+  let t = -1;
+  for (const item of header.split(',')) {
+    const [key, value] = item.split('=');
+    if (key === 't') t = parseInt(value ?? '', 10);
+  }
+  return t;
+}
+
+/**
+ * The signed body as an event with what this handler reads: a signature proves who sent it, not
+ * that it has the fields (a shape Stripe never sends, or one from a secret leaked to a tester).
+ */
+function checkEvent(event: unknown): { event: Stripe.Event } | { error: string; field?: string } {
+  if (typeof event !== 'object' || event === null || Array.isArray(event)) return { error: 'the event is not a JSON object' };
+  const e = event as Record<string, unknown>;
+  if (typeof e.id !== 'string' || e.id === '' || e.id.length > 255) return { error: 'the event has no id (a string)', field: 'id' };
+  if (typeof e.type !== 'string' || e.type === '') return { error: 'the event has no type (a string)', field: 'type' };
+  if (typeof e.created !== 'number' || !Number.isSafeInteger(e.created) || e.created <= 0) {
+    return { error: 'the event has no created (seconds since the epoch)', field: 'created' };
+  }
+  const data = e.data as Record<string, unknown> | null | undefined;
+  if (typeof data !== 'object' || data === null || typeof data.object !== 'object' || data.object === null || Array.isArray(data.object)) {
+    return { error: 'the event has no data.object', field: data && typeof data === 'object' ? 'data.object' : 'data' };
+  }
+  return { event: event as Stripe.Event };
 }
 
 async function paymentFailed(tx: TransactionSql, accountId: string, stripeInvoiceId: string, at: Date): Promise<StripeWebhookOutcome> {
