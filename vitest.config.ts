@@ -33,6 +33,7 @@ export default defineConfig({
                 ADMIN_TOKEN: 'test-admin-token',
                 ENQUEUE_TOKEN: 'test-enqueue-token',
                 METRICS_TOKEN: 'test-metrics-token',
+                SESSION_SECRET: 'test-session-secret-0123456789abcdef',
                 LOG_STEPS: 'false',
               },
             },

@@ -15,15 +15,18 @@ export interface WorkerConfig {
   failedRetentionMs: number;
   eventRetentionMs: number;
   logSteps: boolean;
+  /** A dashboard session unused this long has ended (sliding; DASHBOARD_IDLE_MS, 30 min). */
+  dashboardIdleMs: number;
 }
 
 /** The env: wrangler.toml's bindings and vars, and the secrets of lib/worker-secrets.ts. */
 export type WorkerEnv = Env & { [K in SecretName]?: string } & {
   LOG_STEPS?: string;
+  DASHBOARD_IDLE_MS?: string;
   [key: string]: unknown;
 };
 
-function int(env: WorkerEnv, name: keyof Env & string, fallback: number, min: number, max: number): number {
+function int(env: WorkerEnv, name: (keyof Env | 'DASHBOARD_IDLE_MS') & string, fallback: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
@@ -49,5 +52,6 @@ export function readConfig(env: WorkerEnv): WorkerConfig {
     failedRetentionMs: int(env, 'FAILED_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
     eventRetentionMs: int(env, 'EVENT_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
     logSteps: env.LOG_STEPS !== 'false',
+    dashboardIdleMs: int(env, 'DASHBOARD_IDLE_MS', 1_800_000, 60_000, 12 * 3_600_000),
   };
 }

@@ -76,9 +76,11 @@ try {
   // 3. wrangler dev
   const token = devSecret('dev-token', () => `dev_${randomBytes(18).toString('base64url')}`);
   const encryptionKeys = devSecret('encryption-keys', () => `dev1:${randomBytes(32).toString('base64')}`);
+  const sessionSecret = devSecret('session-secret', () => randomBytes(32).toString('base64url'));
   await seedDevData(databaseUrl, encryptionKeys, sandbox.url);
   const vars: Record<string, string> = {
     ADMIN_TOKEN: token,
+    SESSION_SECRET: sessionSecret,
     ...sandboxVars(sandbox.url),
     ENCRYPTION_KEYS: encryptionKeys,
     TALOS_IMAGE: 'talos-sandbox',

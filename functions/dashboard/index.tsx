@@ -11,7 +11,8 @@ import { SECURITY_HEADERS } from './layout.tsx';
 import { ErrorPage, JobPage, LoginPage, OverviewPage } from './pages.tsx';
 import { countsByStatus, depthSince, jobTypes, openAlerts, recentJobs, resolveAlert } from './queries.ts';
 import {
-  clearSessionCookie, createSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf, setSessionCookie, type DashboardEnv,
+  clearSessionCookie, createSession, endAllSessions, endSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf,
+  sessionStoreOf, setSessionCookie, type DashboardEnv,
 } from './session.ts';
 
 /**
@@ -48,7 +49,9 @@ async function lease(c: Context<DashboardEnv>) {
   return readLeaderLease((await invocationOf(c)).sql);
 }
 
-dashboard.get('/dashboard/login', async (c) => c.html(<LoginPage next={safeNext(c.req.query('next'))} />));
+dashboard.get('/dashboard/login', async (c) =>
+  c.html(<LoginPage next={safeNext(c.req.query('next'))} notice={c.req.query('done') === 'everywhere' ? 'Every session has ended.' : undefined} />),
+);
 
 dashboard.post('/dashboard/login', async (c) => {
   if (!sameOrigin(c)) throw new HttpError(403, 'forbidden', 'log in from the dashboard itself');
@@ -59,14 +62,23 @@ dashboard.post('/dashboard/login', async (c) => {
   if (!scopes?.includes('admin')) {
     return c.html(<LoginPage next={next} error="That is not the admin token." />, 401);
   }
-  const { cookie } = await createSession(c.env);
+  const { cookie } = await createSession(await sessionStoreOf(c));
   setSessionCookie(c, cookie);
   return c.redirect(next, 303);
 });
 
+/** Ends this session server-side: its cookie is refused from now on, wherever a copy of it is. */
 dashboard.post('/dashboard/logout', requireAction(), async (c) => {
+  await endSession(await sessionStoreOf(c), sessionOf(c));
   clearSessionCookie(c);
   return c.redirect('/dashboard/login', 303);
+});
+
+/** Ends every dashboard session (a cookie that may have leaked, a shared machine): everyone logs in again. */
+dashboard.post('/dashboard/logout-everywhere', requireAction(), async (c) => {
+  await endAllSessions(await sessionStoreOf(c));
+  clearSessionCookie(c);
+  return c.redirect('/dashboard/login?done=everywhere', 303);
 });
 
 dashboard.get('/', requireSession(), async (c) => {

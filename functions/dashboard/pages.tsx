@@ -26,14 +26,19 @@ const TopBar: FC<{ csrf: string; lease: Lease; now: Date }> = ({ csrf, lease, no
       <Csrf token={csrf} />
       <button type="submit">Log out</button>
     </form>
+    <form method="post" action="/dashboard/logout-everywhere">
+      <Csrf token={csrf} />
+      <button type="submit" title="End every dashboard session, on every browser">Log out everywhere</button>
+    </form>
   </header>
 );
 
-export const LoginPage: FC<{ next: string; error?: string }> = ({ next, error }) => (
+export const LoginPage: FC<{ next: string; error?: string; notice?: string }> = ({ next, error, notice }) => (
   <Layout title="Log in">
     <form class="login" method="post" action="/dashboard/login">
       <h1>starbase-worker</h1>
       <p class="muted">The operator dashboard. Log in with the admin token (ADMIN_TOKEN; `npm start` prints its dev token).</p>
+      {notice ? <div class="notice" role="status">{notice}</div> : null}
       {error ? <div class="error" role="alert">{error}</div> : null}
       <label for="token">Admin token</label>
       <input id="token" name="token" type="password" autocomplete="current-password" required autofocus />

@@ -1,23 +1,40 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import type { Sql } from '../../queue/index.ts';
 import type { WorkerEnv } from '../config.ts';
 import { HttpError } from '../http/errors.ts';
-import type { AppEnv } from '../http/context.ts';
+import { invocationOf, type AppEnv } from '../http/context.ts';
+import { deleteAllSessions, deleteSession, insertSession, touchSession } from './session-store.ts';
 
 /**
- * The dashboard's login session: after the admin token is presented once, a cookie carries
- * `v1.<expiry>.<session id>.<HMAC>` — never the token. The HMAC key is derived (HKDF) from the
- * admin token, so rotating the token ends every session. Each session has its own CSRF token
- * (an HMAC of the session id), which every form posts back; posts must also come from the
- * dashboard's own origin.
+ * The dashboard's login session. After the admin token is presented once, a cookie carries
+ * `v2.<session id>.<HMAC>` — never the token — and the session lives server-side as a row of
+ * worker.dashboard_sessions (session-store.ts): it ends at once on logout (its row is deleted),
+ * on "log out everywhere" (every row), after `DASHBOARD_IDLE_MS` without a request (30 min,
+ * sliding), and 12 h after login whatever happens.
+ *
+ * The HMAC key is derived (HKDF) from its own secret, SESSION_SECRET, not from the admin token: a
+ * stolen cookie must not be a way to test guesses of the admin token offline. A Worker without
+ * SESSION_SECRET (or with one shorter than 32 characters) refuses to log anyone in, with an error
+ * that says so, rather than fall back to another secret. Each session has its own CSRF token (an
+ * HMAC of the session id), which every form posts back; posts must also come from the dashboard's
+ * own origin.
  */
 export const SESSION_COOKIE = 'starbase_session';
 export const SESSION_TTL_MS = 12 * 3_600_000;
+export const SESSION_SECRET_MIN_LENGTH = 32;
 
 export interface DashboardSession {
   id: string;
   expiresAt: number;
   csrf: string;
+}
+
+/** Where sessions are kept, and the idle timeout (the invocation's client and config). */
+export interface SessionStore {
+  env: WorkerEnv;
+  sql: Sql;
+  idleMs: number;
 }
 
 const encoder = new TextEncoder();
@@ -34,25 +51,43 @@ function fromBase64url(text: string): Uint8Array<ArrayBuffer> | null {
   return Uint8Array.from(raw, (c) => c.charCodeAt(0));
 }
 
-// One derived key per admin token and isolate: HKDF costs a little, and a page load checks often.
+/** The configured SESSION_SECRET, or null when there is none fit to sign with. */
+function sessionSecretOf(env: WorkerEnv): string | null {
+  const secret = env.SESSION_SECRET;
+  return typeof secret === 'string' && secret.length >= SESSION_SECRET_MIN_LENGTH ? secret : null;
+}
+
+function requireSessionSecret(env: WorkerEnv): string {
+  const secret = sessionSecretOf(env);
+  if (secret) return secret;
+  throw new HttpError(
+    503,
+    'not_configured',
+    typeof env.SESSION_SECRET === 'string' && env.SESSION_SECRET !== ''
+      ? `SESSION_SECRET is shorter than ${SESSION_SECRET_MIN_LENGTH} characters: the dashboard will not sign sessions with it (openssl rand -base64 32)`
+      : 'no SESSION_SECRET is configured: the dashboard cannot sign login sessions (wrangler secret put SESSION_SECRET, e.g. from openssl rand -base64 32)',
+  );
+}
+
+// One derived key per secret and isolate: HKDF costs a little, and a page load checks often.
 const keys = new Map<string, Promise<CryptoKey>>();
 
-function sessionKey(adminToken: string): Promise<CryptoKey> {
-  let key = keys.get(adminToken);
+function sessionKey(secret: string): Promise<CryptoKey> {
+  let key = keys.get(secret);
   if (!key) {
     key = crypto.subtle
-      .importKey('raw', encoder.encode(adminToken), 'HKDF', false, ['deriveKey'])
+      .importKey('raw', encoder.encode(secret), 'HKDF', false, ['deriveKey'])
       .then((base) =>
         crypto.subtle.deriveKey(
-          { name: 'HKDF', hash: 'SHA-256', salt: encoder.encode('starbase-worker dashboard'), info: encoder.encode('session v1') },
+          { name: 'HKDF', hash: 'SHA-256', salt: encoder.encode('starbase-worker dashboard'), info: encoder.encode('session v2') },
           base,
           { name: 'HMAC', hash: 'SHA-256', length: 256 },
           false,
           ['sign', 'verify'],
         ),
       );
-    keys.clear(); // a rotated token's key is never needed again
-    keys.set(adminToken, key);
+    keys.clear(); // a rotated secret's key is never needed again
+    keys.set(secret, key);
   }
   return key;
 }
@@ -67,35 +102,60 @@ async function macMatches(key: CryptoKey, text: string, presented: string): Prom
   return bytes !== null && bytes.length === 32 && crypto.subtle.verify('HMAC', key, bytes, encoder.encode(text));
 }
 
-function adminTokenOf(env: WorkerEnv): string {
-  if (!env.ADMIN_TOKEN) {
-    throw new HttpError(503, 'not_configured', 'no ADMIN_TOKEN is configured: the dashboard has no one to let in');
-  }
-  return env.ADMIN_TOKEN;
+/** What the row is keyed by: the id's SHA-256, so the table holds nothing a browser could present. */
+async function idHash(id: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest('SHA-256', encoder.encode(id)));
 }
 
-export async function createSession(env: WorkerEnv, now = Date.now()): Promise<{ cookie: string; session: DashboardSession }> {
-  const key = await sessionKey(adminTokenOf(env));
+const COOKIE = /^(v2\.([A-Za-z0-9_-]{24}))\.([A-Za-z0-9_-]{43})$/;
+
+/** The session id a cookie carries if its MAC is ours (no database read); null otherwise. */
+export async function verifySessionCookie(env: WorkerEnv, cookie: string | undefined): Promise<string | null> {
+  const secret = sessionSecretOf(env);
+  if (!cookie || !secret) return null;
+  const m = COOKIE.exec(cookie);
+  if (!m) return null;
+  return (await macMatches(await sessionKey(secret), m[1]!, m[3]!)) ? m[2]! : null;
+}
+
+/** A new session (a row, and the cookie naming it); 503 without a usable SESSION_SECRET. */
+export async function createSession(store: SessionStore, now = new Date()): Promise<{ cookie: string; session: DashboardSession }> {
+  const key = await sessionKey(requireSessionSecret(store.env));
   const id = base64url(crypto.getRandomValues(new Uint8Array(18)));
-  const expiresAt = now + SESSION_TTL_MS;
-  const body = `v1.${expiresAt}.${id}`;
+  const expiresAt = now.getTime() + SESSION_TTL_MS;
+  await insertSession(store.sql, await idHash(id), now, new Date(expiresAt), store.idleMs);
+  const body = `v2.${id}`;
   return { cookie: `${body}.${await mac(key, body)}`, session: { id, expiresAt, csrf: await mac(key, `csrf.${id}`) } };
 }
 
-export async function readSession(env: WorkerEnv, cookie: string | undefined, now = Date.now()): Promise<DashboardSession | null> {
-  if (!cookie || !env.ADMIN_TOKEN) return null;
-  const m = /^(v1\.(\d{1,15})\.([A-Za-z0-9_-]{24}))\.([A-Za-z0-9_-]{43})$/.exec(cookie);
-  if (!m) return null;
-  const key = await sessionKey(env.ADMIN_TOKEN);
-  if (!(await macMatches(key, m[1]!, m[4]!))) return null;
-  const expiresAt = Number(m[2]);
-  if (expiresAt <= now) return null;
-  return { id: m[3]!, expiresAt, csrf: await mac(key, `csrf.${m[3]}`) };
+/** The live session a verified id names, its idle timeout slid forward to `now`; null when it has ended. */
+export async function resumeSession(store: SessionStore, id: string, now = new Date()): Promise<DashboardSession | null> {
+  const secret = sessionSecretOf(store.env);
+  if (!secret) return null;
+  const expiresAt = await touchSession(store.sql, await idHash(id), now, store.idleMs);
+  if (!expiresAt) return null;
+  return { id, expiresAt: expiresAt.getTime(), csrf: await mac(await sessionKey(secret), `csrf.${id}`) };
+}
+
+/** The session a cookie carries, if its MAC is ours and the session is live. */
+export async function readSession(store: SessionStore, cookie: string | undefined, now = new Date()): Promise<DashboardSession | null> {
+  const id = await verifySessionCookie(store.env, cookie);
+  return id ? resumeSession(store, id, now) : null;
+}
+
+/** Logout: this session ends at once; its cookie is refused from now on. */
+export async function endSession(store: SessionStore, session: DashboardSession): Promise<void> {
+  await deleteSession(store.sql, await idHash(session.id));
+}
+
+/** Log out everywhere: every session ends at once, this one included. The number ended. */
+export function endAllSessions(store: SessionStore): Promise<number> {
+  return deleteAllSessions(store.sql);
 }
 
 export async function csrfMatches(env: WorkerEnv, session: DashboardSession, presented: unknown): Promise<boolean> {
   if (typeof presented !== 'string') return false;
-  return macMatches(await sessionKey(adminTokenOf(env)), `csrf.${session.id}`, presented);
+  return macMatches(await sessionKey(requireSessionSecret(env)), `csrf.${session.id}`, presented);
 }
 
 /** __Host-: only ever set by this origin over HTTPS (browsers count http://localhost as secure), for every path. */
@@ -131,10 +191,22 @@ export function sessionOf(c: Context<DashboardEnv>): DashboardSession {
   return session;
 }
 
+/** The request's session store: the invocation's client and the configured idle timeout. */
+export async function sessionStoreOf(c: Context<DashboardEnv>): Promise<SessionStore> {
+  const inv = await invocationOf(c);
+  return { env: c.env, sql: inv.sql, idleMs: inv.config.dashboardIdleMs };
+}
+
+/** The request's live session, if any. A cookie whose MAC is not ours costs no database read. */
+async function requestSession(c: Context<DashboardEnv>): Promise<DashboardSession | null> {
+  const id = await verifySessionCookie(c.env, sessionCookieOf(c));
+  return id ? resumeSession(await sessionStoreOf(c), id) : null;
+}
+
 /** Pages: a visitor without a session is sent to the login form (and back here after). */
 export function requireSession(): MiddlewareHandler<DashboardEnv> {
   return async (c, next) => {
-    const session = await readSession(c.env, sessionCookieOf(c));
+    const session = await requestSession(c);
     if (!session) {
       const back = new URL(c.req.url);
       return c.redirect(`/dashboard/login?next=${encodeURIComponent(back.pathname + back.search)}`, 303);
@@ -147,7 +219,7 @@ export function requireSession(): MiddlewareHandler<DashboardEnv> {
 /** Actions: a session, our origin, and the session's CSRF token in the form. */
 export function requireAction(): MiddlewareHandler<DashboardEnv> {
   return async (c, next) => {
-    const session = await readSession(c.env, sessionCookieOf(c));
+    const session = await requestSession(c);
     if (!session) throw new HttpError(401, 'unauthorized', 'your dashboard session has ended: log in again');
     if (!sameOrigin(c)) throw new HttpError(403, 'forbidden', 'this action must be posted from the dashboard itself');
     const form = await c.req.parseBody();

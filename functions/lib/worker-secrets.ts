@@ -6,7 +6,11 @@
  * exactly these, with one canary test per secret.
  */
 export const WORKER_SECRETS = [
-  { name: 'ADMIN_TOKEN', purpose: 'required: every API scope, and the dashboard login (its session cookie is signed with a key derived from it)' },
+  { name: 'ADMIN_TOKEN', purpose: 'required: every API scope, and the dashboard login' },
+  {
+    name: 'SESSION_SECRET',
+    purpose: 'required for the dashboard: signs its session cookies (at least 32 characters, `openssl rand -base64 32`; without it the dashboard refuses to log anyone in)',
+  },
   { name: 'ENQUEUE_TOKEN', purpose: 'optional narrower token: enqueue, read jobs, pushes, provisioning' },
   { name: 'METRICS_TOKEN', purpose: 'optional narrower token: `GET /metrics`' },
   { name: 'ALERT_WEBHOOK_URL', purpose: 'optional: the Slack-compatible webhook alerts are posted to (without it, alerts are log lines)' },

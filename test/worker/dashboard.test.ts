@@ -73,25 +73,29 @@ describe('logging in', () => {
     expect(res.status).toBe(303);
     expect(res.headers.get('location')).toBe('/');
     const setCookie = res.headers.get('set-cookie')!;
-    expect(setCookie).toMatch(/^__Host-starbase_session=v1\.\d+\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
+    expect(setCookie).toMatch(/^__Host-starbase_session=v2\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
     expect(setCookie).not.toContain(TOKENS.admin);
     cookie = /^__Host-starbase_session=([^;]+)/.exec(setCookie)![1]!;
     const offsite = await page('/dashboard/login', { method: 'POST', form: { token: TOKENS.admin, next: '//evil.example/x' }, cookie: null });
     expect(offsite.headers.get('location')).toBe('/');
   });
 
-  it('refuses a tampered or expired session, and every session once the admin token is rotated', async () => {
+  it('refuses a tampered or expired session, and every session once the session secret is rotated', async () => {
     const [body, mac] = [cookie.slice(0, cookie.lastIndexOf('.')), cookie.slice(cookie.lastIndexOf('.') + 1)];
-    const later = body.replace(/^v1\.(\d+)/, (_, exp: string) => `v1.${Number(exp) + 86_400_000}`);
-    expect((await page('/', { cookie: `${later}.${mac}` })).status).toBe(303);
+    const other = body.replace(/.$/, (ch) => (ch === 'A' ? 'B' : 'A'));
+    expect((await page('/', { cookie: `${other}.${mac}` })).status).toBe(303);
     expect((await page('/', { cookie: `${body}.${'A'.repeat(43)}` })).status).toBe(303);
     expect((await page('/')).status).toBe(200);
 
-    const { cookie: fresh } = await createSession(h.env, 1_000);
-    expect(await readSession(h.env, fresh, 1_000 + SESSION_TTL_MS - 1)).not.toBeNull();
-    expect(await readSession(h.env, fresh, 1_000 + SESSION_TTL_MS)).toBeNull();
-    expect(await readSession({ ...h.env, ADMIN_TOKEN: 'rotated-admin-token' }, cookie)).toBeNull();
-    expect(await readSession({ ...h.env, ADMIN_TOKEN: undefined }, cookie)).toBeNull();
+    // a session used every 20 minutes lives out its 12 h, and not a moment longer
+    const store = { env: h.env, sql: h.sql, idleMs: 30 * 60_000 };
+    const start = Date.parse('2026-03-01T00:00:00Z');
+    const { cookie: fresh } = await createSession(store, new Date(start));
+    for (let t = start; t < start + SESSION_TTL_MS; t += 20 * 60_000) expect(await readSession(store, fresh, new Date(t))).not.toBeNull();
+    expect(await readSession(store, fresh, new Date(start + SESSION_TTL_MS - 1))).not.toBeNull();
+    expect(await readSession(store, fresh, new Date(start + SESSION_TTL_MS))).toBeNull();
+    expect(await readSession({ ...store, env: { ...h.env, SESSION_SECRET: 'rotated-session-secret-0123456789abcdef' } }, cookie)).toBeNull();
+    expect(await readSession({ ...store, env: { ...h.env, SESSION_SECRET: undefined } }, cookie)).toBeNull();
   });
 });
 
@@ -202,7 +206,7 @@ describe('actions', () => {
     const forged = await post(`/dashboard/jobs/${id}/cancel`, { _csrf: 'A'.repeat(43) });
     expect(forged.status).toBe(403);
     expect(forged.text).toContain('CSRF token mismatch');
-    const { session } = await createSession(h.env);
+    const { session } = await createSession({ env: h.env, sql: h.sql, idleMs: 30 * 60_000 });
     expect((await post(`/dashboard/jobs/${id}/cancel`, { _csrf: session.csrf })).status).toBe(403); // another session's token
     expect(await statusOf(id)).toBe('queued');
   });

@@ -15,6 +15,7 @@ const tail = () => crypto.randomUUID().replace(/-/g, '').slice(0, 16);
 const ringKey = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
 const CANARIES: Record<SecretName, string> = {
   ADMIN_TOKEN: `canary-admin-${tail()}`,
+  SESSION_SECRET: `canary-session-${tail()}${tail()}`,
   ENQUEUE_TOKEN: `canary-enqueue-${tail()}`,
   METRICS_TOKEN: `canary-metrics-${tail()}`,
   ALERT_WEBHOOK_URL: `https://alerts.canary.test/hooks/${tail()}`,
