@@ -8,6 +8,7 @@ import { readJson } from './body.ts';
 import { invocationOf, type AppEnv } from './context.ts';
 import { errorBody, HttpError } from './errors.ts';
 import { jobJson } from './serialize.ts';
+import { ownershipToHttp } from './tenancy.ts';
 
 export const provisioning = new Hono<AppEnv>();
 
@@ -24,7 +25,8 @@ provisioning.post('/v1/databases', requireScope('enqueue'), small, async (c) => 
   const body = await readJson(c, z.strictObject(provisionDbRequest.shape));
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
-  const { job, duplicate } = await enqueueProvisionDb(inv.sql, body, { submitKey: submitKey && `provision_db:${submitKey}` });
+  // 404 for an unknown account or service, 403 for another account's service: nothing written
+  const { job, duplicate } = await enqueueProvisionDb(inv.sql, body, { submitKey: submitKey && `provision_db:${submitKey}` }).catch(ownershipToHttp);
   if (!duplicate) c.set('kick', true);
   return c.json({ job: jobJson(job), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
 });
@@ -33,7 +35,8 @@ provisioning.post('/v1/clusters', requireScope('enqueue'), small, async (c) => {
   const body = await readJson(c, z.strictObject(provisionClusterRequest.shape));
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
-  const { job, duplicate } = await enqueueProvisionCluster(inv.sql, body, { submitKey: submitKey && `provision_cluster:${submitKey}` });
+  // 404 for an unknown account: nothing written
+  const { job, duplicate } = await enqueueProvisionCluster(inv.sql, body, { submitKey: submitKey && `provision_cluster:${submitKey}` }).catch(ownershipToHttp);
   if (!duplicate) c.set('kick', true);
   return c.json({ job: jobJson(job), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
 });

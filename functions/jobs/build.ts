@@ -5,6 +5,7 @@ import { defineJobType, done, next, type JobType, type StepContext, type StepRes
 import { buildRequestKey, type BuildRequest, type BuildService, type LogCursor } from '../ports/build-service.ts';
 import type { LogArchive } from '../ports/log-archive.ts';
 import type { BuildOutcome, LogRelay } from '../ports/log-relay.ts';
+import { assertOwnership, OwnershipError } from '../lib/tenancy.ts';
 
 /**
  * The `build` job: submit a service's commit to the build service, follow it to the end while
@@ -17,6 +18,8 @@ import type { BuildOutcome, LogRelay } from '../ports/log-relay.ts';
  */
 
 export const buildPayload = z.object({
+  /** The account pushing: it must own the service (checked by the route and again by the steps). */
+  accountId: z.string().min(1).max(200),
   serviceId: z.string().min(1).max(200),
   branch: z.string().min(1).max(255).regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters'),
   commitSha: z.string().regex(/^[0-9a-f]{7,64}$/i, 'must be a hex commit id'),
@@ -31,6 +34,11 @@ export interface BuildJobDeps {
   pollIntervalMs?: number;
   /** A build still running this long after submit is cancelled and the job fails; default 1 h. */
   buildTimeoutMs?: number;
+  /**
+   * Removes the deployment's secret values from the build's log lines before they are archived
+   * or relayed (a build's output can print a token it was given); identity by default.
+   */
+  scrub?: (text: string) => string;
 }
 
 export const BUILD_JOB_TYPE = 'build';
@@ -41,7 +49,22 @@ export const BUILD_MAX_ATTEMPTS = 8;
 type Ctx = StepContext<BuildPayload>;
 
 function requestOf(ctx: Ctx): BuildRequest {
-  return { ...ctx.payload, requestKey: buildRequestKey(ctx.job.id) };
+  const { serviceId, branch, commitSha } = ctx.payload;
+  return { serviceId, branch, commitSha, requestKey: buildRequestKey(ctx.job.id) };
+}
+
+/**
+ * The pushing account must exist and own the service, whatever path enqueued the job (the push
+ * route checks too, but POST /v1/jobs and SQL reach this step without it): a PermanentError,
+ * since retrying cannot change who owns the service.
+ */
+async function assertPusherOwns(ctx: Ctx): Promise<void> {
+  try {
+    await assertOwnership(ctx.sql, ctx.payload.accountId, ctx.payload.serviceId);
+  } catch (error) {
+    if (error instanceof OwnershipError) throw new PermanentError(`build refused: ${error.message}`);
+    throw error;
+  }
 }
 
 function buildIdOf(checkpoint: JsonObject): string | null {
@@ -59,6 +82,7 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
   const pollIntervalMs = deps.pollIntervalMs ?? 2000;
   const buildTimeoutMs = deps.buildTimeoutMs ?? 60 * 60_000;
   const { buildService, logRelay, logArchive } = deps;
+  const scrub = deps.scrub ?? ((text: string) => text);
 
   /**
    * The provider may have accepted a build whose id never reached the checkpoint (the step died
@@ -67,6 +91,7 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
    */
   async function submit(ctx: Ctx): Promise<StepResult> {
     if (buildIdOf(ctx.checkpoint)) return next('poll', { delayMs: 0 });
+    await assertPusherOwns(ctx);
     const request = requestOf(ctx);
     const found = await buildService.findByRequestKey(request, { signal: ctx.signal });
     const { buildId } = found ?? (await buildService.submit(request, { signal: ctx.signal }));
@@ -90,9 +115,10 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
     const page = await buildService.readLogs(buildId, cursorOf(ctx.checkpoint), { final: status.state !== 'running', signal: ctx.signal });
     const checkpoint: JsonObject = { log_cursor: { lastSeq: page.cursor.lastSeq, position: page.cursor.position } };
     if (page.lines.length > 0) {
-      await logArchive.append(ctx.job.id, page.lines);
+      const lines = page.lines.map((line) => ({ ...line, text: scrub(line.text) }));
+      await logArchive.append(ctx.job.id, lines);
       try {
-        await logRelay.publish(ctx.job.id, page.lines);
+        await logRelay.publish(ctx.job.id, lines);
       } catch {
         checkpoint.relay_failures = (typeof ctx.checkpoint.relay_failures === 'number' ? ctx.checkpoint.relay_failures : 0) + 1;
       }
@@ -118,7 +144,13 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
     }
   }
 
-  /** The desired image is written by the settle effect: it commits iff the job completes. */
+  /**
+   * The desired image is written by the settle effect: it commits iff the job completes. Only an
+   * existing service of the pushing account is updated: a service deleted (or handed to another
+   * account) while it built fails the job here, and the effect updates rather than upserts, so it
+   * can never create a service; it re-checks the owner in its own statement, since the settle
+   * runs in another transaction than the check.
+   */
   async function finish(ctx: Ctx): Promise<StepResult> {
     const { image_ref: ref, built_at: builtAt } = ctx.checkpoint;
     const depotBuildId = buildIdOf(ctx.checkpoint);
@@ -126,15 +158,18 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
       throw new PermanentError('finish step without image_ref, built_at and depot_build_id in the checkpoint');
     }
     const image = { ref, commitSha: ctx.payload.commitSha, branch: ctx.payload.branch, buildId: ctx.job.id, depotBuildId, builtAt };
+    await assertPusherOwns(ctx);
     await endRelay(ctx, 'succeeded');
     const now = ctx.now();
-    return done({ serviceId: ctx.payload.serviceId, image }, async (tx) => {
+    const { serviceId, accountId } = ctx.payload;
+    return done({ serviceId, image }, async (tx) => {
+      // Between the check and this settle the service may have gone: then nothing is written
+      // (the image of a service that no longer exists has nowhere to go).
       await tx`
-        insert into platform.services (id, desired_state, updated_at)
-        values (${ctx.payload.serviceId}, jsonb_build_object('image', ${tx.json(image)}::jsonb), ${now})
-        on conflict (id) do update
-          set desired_state = platform.services.desired_state || jsonb_build_object('image', ${tx.json(image)}::jsonb),
-              updated_at = ${now}`;
+        update platform.services
+           set desired_state = desired_state || jsonb_build_object('image', ${tx.json(image)}::jsonb),
+               updated_at = ${now}
+         where id = ${serviceId} and account_id = ${accountId}`;
     });
   }
 

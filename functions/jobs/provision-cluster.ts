@@ -22,7 +22,9 @@ import { resumeJob } from '../../queue/manual.ts';
 import { done, next, type JobType, type StepContext } from '../../queue/registry.ts';
 import type { CloudProvider, Droplet } from '../ports/cloud-provider.ts';
 import type { KubernetesProbe } from '../ports/kubernetes-probe.ts';
+import { assertOwnership } from '../lib/tenancy.ts';
 import { findActiveJob } from './provisioning/active-jobs.ts';
+import { assertAccountOwns } from './provisioning/ownership.ts';
 import { defineProvisioningJobType } from './provisioning/job-type.ts';
 import {
   clusterTag,
@@ -100,6 +102,7 @@ interface ClusterCheckpoint {
 
 /** Enqueue from a validated `POST /v1/clusters` body: 409 when the account has a live cluster of that name. */
 export async function enqueueProvisionCluster(sql: Queryable, request: ProvisionClusterRequest, options: { submitKey?: string; now?: Date } = {}): Promise<EnqueueResult> {
+  await assertOwnership(sql, request.accountId); // an OwnershipError (404) for an unknown account
   const [live] = await sql`select id from platform.clusters where account_id = ${request.accountId} and name = ${request.name} and status <> 'destroyed'`;
   if (live) throw new ConflictError(`account ${request.accountId} already has a cluster ${request.name} (${live.id})`, 'name');
   const pending = await findActiveJob(sql, PROVISION_CLUSTER, { accountId: request.accountId, name: request.name });
@@ -140,6 +143,8 @@ export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<Pro
 
   async function create(ctx: StepContext<ProvisionClusterRequest>) {
     const { payload: p, job, signal } = ctx;
+    // Before any droplet is created, whatever path enqueued the job.
+    await assertAccountOwns(ctx.sql, p.accountId);
     const [other] = await ctx.sql`
       select id from platform.clusters where account_id = ${p.accountId} and name = ${p.name} and status <> 'destroyed' and id <> ${job.id}`;
     if (other) throw new PermanentError(`account ${p.accountId} already has a cluster ${p.name} (${other.id})`);

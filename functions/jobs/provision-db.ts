@@ -19,7 +19,9 @@ import { ConflictError, PermanentError, ValidationError } from '../../queue/erro
 import { done, next, type JobType, type StepContext } from '../../queue/registry.ts';
 import { encryptSecret, type KeyRing, type SealedSecret } from '../lib/secrets.ts';
 import type { CloudProvider } from '../ports/cloud-provider.ts';
+import { assertOwnership } from '../lib/tenancy.ts';
 import { findActiveJob } from './provisioning/active-jobs.ts';
+import { assertAccountOwns } from './provisioning/ownership.ts';
 import { defineProvisioningJobType } from './provisioning/job-type.ts';
 import {
   databaseClusterName,
@@ -85,13 +87,12 @@ interface DbCheckpoint {
   waitingSince?: string;
 }
 
-/** Enqueue from a validated `POST /v1/databases` body: 400 for an unknown service, 409 for a name it already has. */
+/**
+ * Enqueue from a validated `POST /v1/databases` body: an OwnershipError (404/403) unless the
+ * account exists and owns the service, a ConflictError for a name the service already has.
+ */
 export async function enqueueProvisionDb(sql: Queryable, request: ProvisionDbRequest, options: { submitKey?: string; now?: Date } = {}): Promise<EnqueueResult> {
-  const [service] = await sql`select account_id from platform.services where id = ${request.serviceId}`;
-  if (!service) throw new ValidationError(`no service ${request.serviceId}`, 'serviceId');
-  if (service.account_id !== null && service.account_id !== request.accountId) {
-    throw new ValidationError(`service ${request.serviceId} does not belong to account ${request.accountId}`, 'accountId');
-  }
+  await assertOwnership(sql, request.accountId, request.serviceId);
   const [live] = await sql`
     select job_id from platform.databases
      where service_id = ${request.serviceId} and name = ${request.name} and status in ('provisioning', 'online')`;
@@ -118,8 +119,8 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
 
   async function create(ctx: StepContext<ProvisionDbRequest>) {
     const { payload: p, job, signal } = ctx;
-    const [service] = await ctx.sql`select account_id from platform.services where id = ${p.serviceId}`;
-    if (!service) throw new PermanentError(`no service ${p.serviceId}`);
+    // Before anything is created at the provider, whatever path enqueued the job.
+    await assertAccountOwns(ctx.sql, p.accountId, p.serviceId);
     const [other] = await ctx.sql`
       select job_id from platform.databases
        where service_id = ${p.serviceId} and name = ${p.name} and status in ('provisioning', 'online') and job_id <> ${job.id}`;
@@ -165,8 +166,8 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
     const databaseId = (ctx.checkpoint as DbCheckpoint).databaseId!;
     // Checked here, not in the settle effect: an effect that throws fails the settle, which the
     // engine treats as a crash; a PermanentError fails the job and its compensation runs.
-    const [service] = await ctx.sql`select 1 from platform.services where id = ${p.serviceId}`;
-    if (!service) throw new PermanentError(`service ${p.serviceId} was deleted while its database was provisioned`);
+    // The service may have been deleted (or handed to another account) while the database was made.
+    await assertAccountOwns(ctx.sql, p.accountId, p.serviceId);
     const poolName = databasePoolName(p.name);
     const existing = await cloud.getConnectionPool(databaseId, poolName, { signal });
     const created =
@@ -191,7 +192,7 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
            set desired_state = jsonb_set(desired_state, '{databases}',
                  coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry as never)}::jsonb)),
                updated_at = ${now}
-         where id = ${p.serviceId}`;
+         where id = ${p.serviceId} and account_id = ${p.accountId}`;
       await tx`update platform.databases set status = 'online', pool_name = ${poolName}, online_at = ${now}, updated_at = ${now} where job_id = ${job.id}`;
     });
   }

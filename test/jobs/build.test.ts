@@ -1,9 +1,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { getJob, JobRegistry } from '../../queue/index.ts';
+import { enqueue, getJob, JobRegistry } from '../../queue/index.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { buildHarness, depotCalls, sandboxControl, sandboxLog, scriptBuild } from '../support/build-fakes.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { createTestSandbox } from '../support/sandbox.ts';
+import { seedAccount, seedService, TEST_ACCOUNT } from '../support/tenancy.ts';
 
 let db: TestDatabase;
 let sandbox: SandboxHandle;
@@ -63,7 +64,7 @@ describe('build job', () => {
   });
 
   it('merges the image into an existing service row, keeping its other desired state', async () => {
-    await db.sql`insert into platform.services (id, account_id, desired_state) values ('svc-merge', 'acct-1', ${db.sql.json({ env: { A: '1' }, image: { ref: 'old' } })})`;
+    await db.sql`insert into platform.services (id, account_id, desired_state) values ('svc-merge', 'acct-test', ${db.sql.json({ env: { A: '1' }, image: { ref: 'old' } })})`;
     await scriptBuild(sandbox, { serviceId: 'svc-merge', outcome: 'succeed', polls: 0, lines: 2 });
     const h = buildHarness(db.sql, sandbox, { projectId: 'proj-merge' });
     const job = await h.enqueueBuild({ serviceId: 'svc-merge', branch: 'main', commitSha: SHA });
@@ -76,7 +77,7 @@ describe('build job', () => {
   });
 
   it('a failed build fails the job with the build error, archives the whole log, and leaves desired state alone', async () => {
-    await db.sql`insert into platform.services (id, desired_state) values ('svc-fail', ${db.sql.json({ image: { ref: 'registry/previous:1' } })})`;
+    await db.sql`insert into platform.services (id, account_id, desired_state) values ('svc-fail', 'acct-test', ${db.sql.json({ image: { ref: 'registry/previous:1' } })})`;
     await scriptBuild(sandbox, { serviceId: 'svc-fail', outcome: 'fail', polls: 1, lines: 7, error: 'npm ERR! missing script: build' });
     const h = buildHarness(db.sql, sandbox, { projectId: 'proj-fail' });
     const job = await h.enqueueBuild({ serviceId: 'svc-fail', branch: 'main', commitSha: SHA });
@@ -148,7 +149,8 @@ describe('build job', () => {
 
     await scriptBuild(sandbox, { serviceId: 'svc-sql', outcome: 'succeed', polls: 0, lines: 1 });
     // worker.enqueue_jobs, not worker.enqueue_job: the latter runs its insert once per column (see the report of issue 4).
-    const push = { type: 'build', payload: { serviceId: 'svc-sql', branch: 'main', commitSha: SHA }, dedupeKey: 'deploy:svc-sql:main' };
+    await seedService(db.sql, 'svc-sql');
+    const push = { type: 'build', payload: { accountId: TEST_ACCOUNT, serviceId: 'svc-sql', branch: 'main', commitSha: SHA }, dedupeKey: 'deploy:svc-sql:main' };
     const [{ j: job }] = (await db.sql`select j from worker.enqueue_jobs(${db.sql.json([push])}::jsonb, ${h.now()}) j`) as unknown as [{ j: { id: string; max_attempts: number } }];
     expect(job.max_attempts).toBe(8);
     await h.tick();
@@ -162,5 +164,50 @@ describe('build job', () => {
     expect(await h.tick()).toMatchObject({ failed: 1 });
     expect((await getJob(db.sql, job.id))!.job.lastError).toMatch(/invalid payload: commitSha/);
     expect(depotCalls(sandbox, 'CreateBuild', { projectId: 'proj-bad' })).toHaveLength(0);
+  });
+});
+
+describe('build job: the pushing account must own the service, in the steps themselves', () => {
+  it('a build for another account\'s service, enqueued around the push route, fails permanently before Depot is called', async () => {
+    await seedService(db.sql, 'svc-owned', 'acct-owner');
+    await seedAccount(db.sql, 'acct-intruder');
+    const h = buildHarness(db.sql, sandbox, { projectId: 'proj-foreign' });
+    const foreign = (await enqueue(db.sql, { type: 'build', payload: { accountId: 'acct-intruder', serviceId: 'svc-owned', branch: 'main', commitSha: SHA } }, { now: h.now() })).job;
+    const unknownAccount = (await enqueue(db.sql, { type: 'build', payload: { accountId: 'acct-nonexistent', serviceId: 'svc-owned', branch: 'main', commitSha: SHA } }, { now: h.now() })).job;
+    const unknownService = (await enqueue(db.sql, { type: 'build', payload: { accountId: 'acct-owner', serviceId: 'svc-never-made', branch: 'main', commitSha: SHA } }, { now: h.now() })).job;
+    expect(await h.tick()).toMatchObject({ failed: 3 });
+    for (const [job, message] of [[foreign, 'service svc-owned does not belong to account acct-intruder'], [unknownAccount, 'no account acct-nonexistent'], [unknownService, 'no service svc-never-made']] as const) {
+      const after = (await getJob(db.sql, job.id))!.job;
+      expect(after).toMatchObject({ status: 'failed', attempts: 1 });
+      expect(after.lastError).toBe(`build refused: ${message}`);
+    }
+    expect(depotCalls(sandbox, 'CreateBuild', { projectId: 'proj-foreign' })).toHaveLength(0);
+    expect(await db.sql`select id from platform.services where id = 'svc-never-made'`).toEqual([]);
+    expect((await desiredState('svc-owned'))!.desired_state).toEqual({});
+  });
+
+  it('a service deleted while it builds is not created again by the finish step', async () => {
+    await scriptBuild(sandbox, { serviceId: 'svc-gone', outcome: 'succeed', polls: 0, lines: 1 });
+    const h = buildHarness(db.sql, sandbox, { projectId: 'proj-gone' });
+    const job = await h.enqueueBuild({ serviceId: 'svc-gone', branch: 'main', commitSha: SHA });
+    await h.tick(); // submit
+    await db.sql`delete from platform.services where id = 'svc-gone'`;
+    await h.tick(2000); // poll (succeeded) → finish
+    const after = (await getJob(db.sql, job.id))!.job;
+    expect(after.status).toBe('failed');
+    expect(after.lastError).toBe('build refused: no service svc-gone');
+    expect(await desiredState('svc-gone')).toBeNull();
+  });
+
+  it('a service handed to another account while it builds does not get the image', async () => {
+    await scriptBuild(sandbox, { serviceId: 'svc-moved', outcome: 'succeed', polls: 0, lines: 1 });
+    const h = buildHarness(db.sql, sandbox, { projectId: 'proj-moved' });
+    const job = await h.enqueueBuild({ serviceId: 'svc-moved', branch: 'main', commitSha: SHA });
+    await h.tick();
+    await seedAccount(db.sql, 'acct-new-owner');
+    await db.sql`update platform.services set account_id = 'acct-new-owner' where id = 'svc-moved'`;
+    await h.tick(2000);
+    expect((await getJob(db.sql, job.id))!.job).toMatchObject({ status: 'failed', lastError: `build refused: service svc-moved does not belong to account ${TEST_ACCOUNT}` });
+    expect((await desiredState('svc-moved'))!.desired_state).toEqual({});
   });
 });

@@ -1,3 +1,4 @@
+import { seedAccount } from '../support/tenancy.ts';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cancelJob, ConflictError, getJob, NotFoundError } from '../../queue/index.ts';
@@ -86,6 +87,7 @@ function request(overrides: Partial<ProvisionClusterRequest> = {}): ProvisionClu
 }
 
 async function enqueued(req: ProvisionClusterRequest): Promise<string> {
+  await seedAccount(t.db.sql, req.accountId); // the account must exist (lib/tenancy.ts)
   return (await enqueueProvisionCluster(t.db.sql, req, { now: t.clock.now() })).job.id;
 }
 

@@ -1,3 +1,4 @@
+import { seedAccount } from '../support/tenancy.ts';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cancelJob, ConflictError, enqueue, getJob, ValidationError } from '../../queue/index.ts';
@@ -37,6 +38,7 @@ beforeAll(async () => {
 async function request(overrides: Partial<ProvisionDbRequest> = {}): Promise<ProvisionDbRequest> {
   const accountId = `acct-${randomUUID().slice(0, 8)}`;
   const serviceId = `svc-${randomUUID().slice(0, 8)}`;
+  await seedAccount(t.db.sql, accountId);
   await t.db.sql`insert into platform.services (id, account_id, desired_state) values (${serviceId}, ${accountId}, ${t.db.sql.json({ image: 'registry.example/app:1' })})`;
   return { accountId, serviceId, name: 'main', size: 'db-s-1vcpu-1gb', region: 'nyc3', ...overrides };
 }
@@ -212,14 +214,16 @@ describe('provision_db', () => {
     await t.db.sql`delete from platform.services where id = ${req.serviceId}`;
     const job = await tickUntil(runner(), t.clock, jobId, isTerminal);
     expect(job.status).toBe('failed');
-    expect(job.lastError).toMatch(/was deleted while its database was provisioned/);
+    expect(job.lastError).toMatch(/refused: no service /);
     expect(await liveDatabasesOf(jobId)).toHaveLength(0);
   });
 
   it('enqueue checks the service and refuses a second live database of the same name', async () => {
     const req = await request({ name: 'unique' });
-    await expect(enqueueProvisionDb(t.db.sql, { ...req, serviceId: 'no-such-service' })).rejects.toMatchObject({ field: 'serviceId' });
-    await expect(enqueueProvisionDb(t.db.sql, { ...req, accountId: 'someone-else' })).rejects.toBeInstanceOf(ValidationError);
+    await expect(enqueueProvisionDb(t.db.sql, { ...req, serviceId: 'no-such-service' })).rejects.toMatchObject({ status: 404, field: 'serviceId' });
+    await expect(enqueueProvisionDb(t.db.sql, { ...req, accountId: 'someone-else' })).rejects.toMatchObject({ status: 404, field: 'accountId' });
+    await seedAccount(t.db.sql, 'someone-else');
+    await expect(enqueueProvisionDb(t.db.sql, { ...req, accountId: 'someone-else' })).rejects.toMatchObject({ status: 403, field: 'accountId' });
     const jobId = await enqueued(req);
     await tickUntil(runner(), t.clock, jobId, isTerminal);
     await expect(enqueueProvisionDb(t.db.sql, req)).rejects.toBeInstanceOf(ConflictError);

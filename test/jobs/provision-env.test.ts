@@ -1,3 +1,4 @@
+import { seedAccount, seedService } from '../support/tenancy.ts';
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { enqueueProvisionCluster, resumeBootstrappedCluster } from '../../functions/jobs/provision-cluster.ts';
@@ -11,7 +12,7 @@ const t = provisioningTestContext();
 
 async function service(): Promise<{ accountId: string; serviceId: string }> {
   const ids = { accountId: `acct-${randomUUID().slice(0, 8)}`, serviceId: `svc-${randomUUID().slice(0, 8)}` };
-  await t.db.sql`insert into platform.services (id, account_id) values (${ids.serviceId}, ${ids.accountId})`;
+  await seedService(t.db.sql, ids.serviceId, ids.accountId);
   return ids;
 }
 
@@ -41,6 +42,7 @@ describe('provisioning job types from env', () => {
     const { job: dbJob } = await enqueueProvisionDb(t.db.sql, { ...(await service()), name: 'main', size: 'db-s-1vcpu-1gb', region: 'nyc3' }, { now: t.clock.now() });
     expect((await tickUntil(runner, t.clock, dbJob.id, isTerminal, { advanceMs: 20_000 })).status).toBe('done');
 
+    await seedAccount(t.db.sql, 'acct-env');
     const { job: clusterJob } = await enqueueProvisionCluster(t.db.sql, { accountId: 'acct-env', name: 'env', region: 'nyc3', controlPlanes: 1, workers: 0, size: 's-2vcpu-4gb' }, { now: t.clock.now() });
     const parked = await tickUntil(runner, t.clock, clusterJob.id, isParked, { advanceMs: 20_000 });
     const post = t.sandbox.calls('digitalocean').find((c) => c.method === 'POST' && c.path === '/v2/droplets')!;

@@ -7,6 +7,7 @@ import {
   claimJobs, enqueue, JobRegistry, runSteps, type Job, type JobType, type RunCounts, type Runner, type StepContext, type StepResult,
 } from '../../queue/index.ts';
 import type { Sql } from '../../queue/db.ts';
+import { seedService, TEST_ACCOUNT } from './tenancy.ts';
 import type { RecordedCall, SandboxHandle } from '../../sandbox/server.ts';
 
 /** A LogRelay that records every publish, in order (what live viewers would have been sent). */
@@ -111,7 +112,7 @@ export interface BuildHarness {
    * settle it, as a process that died before the settle; the lease is left to expire.
    */
   crashStep(): Promise<{ job: Job; result: StepResult | Error }>;
-  enqueueBuild(payload: BuildPayload): Promise<Job>;
+  enqueueBuild(payload: Omit<BuildPayload, 'accountId'> & { accountId?: string }): Promise<Job>;
 }
 
 export function buildHarness(sql: Sql, sandbox: SandboxHandle, options: BuildHarnessOptions): BuildHarness {
@@ -151,7 +152,11 @@ export function buildHarness(sql: Sql, sandbox: SandboxHandle, options: BuildHar
       return { job, result };
     },
     async enqueueBuild(payload) {
-      return (await enqueue(sql, { type: 'build', payload }, { now: clock })).job;
+      // A push carries its account, which must own the service: without one, the test's account
+      // and a service it owns (created unless the test made the service itself).
+      const full = { accountId: TEST_ACCOUNT, ...payload };
+      if (payload.accountId === undefined) await seedService(sql, full.serviceId);
+      return (await enqueue(sql, { type: 'build', payload: full }, { now: clock })).job;
     },
   };
 }

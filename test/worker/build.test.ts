@@ -36,12 +36,13 @@ async function buildsOf(serviceId: string): Promise<Json[]> {
 /** A service row, as the platform creates it with its account: a push must name one. */
 async function newService(): Promise<string> {
   const id = `svc-${uid()}`;
+  await h.sql`insert into platform.accounts (id) values ('acct-build-test') on conflict do nothing`;
   await h.sql`insert into platform.services (id, account_id) values (${id}, 'acct-build-test')`;
   return id;
 }
 
 async function push(serviceId: string, branch = 'main', commitSha = 'abc1234') {
-  const res = await h.request('/v1/pushes', { method: 'POST', token: 'enqueue', json: { serviceId, branch, commitSha } });
+  const res = await h.request('/v1/pushes', { method: 'POST', token: 'enqueue', json: { accountId: 'acct-build-test', serviceId, branch, commitSha } });
   expect(res.status).toBe(201);
   return (await res.json()) as { job: Json; superseded: string | null };
 }
@@ -83,7 +84,7 @@ describe('POST /v1/pushes', () => {
   it('answers 404 for a service that does not exist, writing nothing', async () => {
     const before = await countJobs(h.sql);
     const unknown = `svc-${uid()}`;
-    const res = await h.request('/v1/pushes', { method: 'POST', token: 'enqueue', json: { serviceId: unknown, branch: 'main', commitSha: 'abc1234' } });
+    const res = await h.request('/v1/pushes', { method: 'POST', token: 'enqueue', json: { accountId: 'acct-build-test', serviceId: unknown, branch: 'main', commitSha: 'abc1234' } });
     expect(res.status).toBe(404);
     expect(((await res.json()) as Json).error).toMatchObject({ code: 'not_found', message: `no service ${unknown}` });
     expect(await countJobs(h.sql)).toBe(before);
@@ -92,7 +93,7 @@ describe('POST /v1/pushes', () => {
 
   it('refuses a bad push, naming the field, writing nothing', async () => {
     const before = await countJobs(h.sql);
-    const res = await h.request('/v1/pushes', { method: 'POST', json: { serviceId: 'x', branch: 'main', commitSha: 'not hex!' } });
+    const res = await h.request('/v1/pushes', { method: 'POST', json: { accountId: 'acct-build-test', serviceId: 'x', branch: 'main', commitSha: 'not hex!' } });
     expect(res.status).toBe(400);
     expect(((await res.json()) as Json).error.field).toBe('commitSha');
     expect(await countJobs(h.sql)).toBe(before);

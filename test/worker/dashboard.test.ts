@@ -176,7 +176,7 @@ describe('the job page', () => {
   });
 
   it('links a build to its log, and answers an unknown job with a 404 page', async () => {
-    const build = await enqueueQueued('build', { serviceId: 'svc', branch: 'main', commitSha: 'abc' });
+    const build = await enqueueQueued('build', { accountId: 'acct-1', serviceId: 'svc', branch: 'main', commitSha: 'abc' });
     expect((await page(`/dashboard/jobs/${build}`)).text).toContain(`<a href="/dashboard/builds/${build}/log" id="build-log">Build log</a>`);
     // the link works with the session alone (a browser sends no bearer token)
     expect((await page(`/dashboard/builds/${build}/log`)).text).toBe('');

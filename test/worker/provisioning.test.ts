@@ -1,3 +1,4 @@
+import { seedAccount, seedService } from '../support/tenancy.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { storeTalosMachineConfigs } from '../../functions/jobs/provisioning/talos.ts';
 import { decryptSecret, generateEncryptionKey, parseKeyRing } from '../../functions/lib/secrets.ts';
@@ -33,7 +34,7 @@ async function json(res: Response): Promise<Json> {
 describe('POST /v1/databases', () => {
   it('provisions a database through every step; the connection string is stored sealed and shown nowhere', async () => {
     const svc = `svc-${uid()}`;
-    await h.sql`insert into platform.services (id, account_id) values (${svc}, 'acct-1')`;
+    await seedService(h.sql, svc, 'acct-1');
     const res = await h.request('/v1/databases', { method: 'POST', token: 'enqueue', json: { accountId: 'acct-1', serviceId: svc, name: 'main', size: 'db-s-1vcpu-1gb', region: 'fra1' } });
     expect(res.status).toBe(201);
     const { job } = await json(res);
@@ -53,10 +54,11 @@ describe('POST /v1/databases', () => {
     expect(dump.some((r) => (r.t as string).includes(plain))).toBe(false);
   });
 
-  it('refuses an unknown service (400) and a bad body (400), writing nothing', async () => {
+  it('refuses an unknown service (404) and a bad body (400), writing nothing', async () => {
     const before = await countJobs(h.sql);
-    const unknown = await h.request('/v1/databases', { method: 'POST', json: { accountId: 'a', serviceId: 'nope', name: 'main', size: 'db-s-1vcpu-1gb', region: 'fra1' } });
-    expect(unknown.status).toBe(400);
+    await seedAccount(h.sql, 'acct-1');
+    const unknown = await h.request('/v1/databases', { method: 'POST', json: { accountId: 'acct-1', serviceId: 'nope', name: 'main', size: 'db-s-1vcpu-1gb', region: 'fra1' } });
+    expect(unknown.status).toBe(404);
     expect((await json(unknown)).error.field).toBe('serviceId');
     const bad = await h.request('/v1/databases', { method: 'POST', json: { accountId: 'a', serviceId: 'x', name: 'main', size: 'db-s-1vcpu-1gb' } });
     expect(bad.status).toBe(400);
@@ -68,6 +70,7 @@ describe('POST /v1/databases', () => {
 describe('POST /v1/clusters', () => {
   it('provisions droplets, parks at awaiting_bootstrap with the talosctl command, resumes on /bootstrapped, registers the cluster active', async () => {
     const name = `c-${uid()}`;
+    await seedAccount(h.sql, 'acct-2');
     const res = await h.request('/v1/clusters', { method: 'POST', token: 'enqueue', json: { accountId: 'acct-2', name, region: 'fra1', controlPlanes: 1, workers: 1, size: 's-2vcpu-4gb' } });
     expect(res.status).toBe(201);
     const { job } = await json(res);
