@@ -36,7 +36,41 @@ function int(env: WorkerEnv, name: (keyof Env | 'DASHBOARD_IDLE_MS') & string, f
   return n;
 }
 
+/** The Worker's own bearer tokens: whoever presents one may call the API with its scopes. */
+export const BEARER_TOKENS = ['ADMIN_TOKEN', 'ENQUEUE_TOKEN', 'METRICS_TOKEN'] as const;
+/**
+ * 32 characters: a random token that long (`openssl rand -base64 32` gives 44) cannot be guessed
+ * online or offline, and a short, typed-in one is refused before it protects anything.
+ */
+export const MIN_TOKEN_LENGTH = 32;
+
+/** A deployment setting that makes the Worker refuse to run: the message says which and how to fix it. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Refuses every configured bearer token shorter than MIN_TOKEN_LENGTH (an unset token is fine:
+ * its scope just has no token of its own). Checked whenever the env is read — a Worker has no
+ * start of its own, so each invocation's first act is its start — never showing the value or its length.
+ */
+export function checkTokens(env: WorkerEnv): void {
+  for (const name of BEARER_TOKENS) {
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    if (typeof value !== 'string' || value.length < MIN_TOKEN_LENGTH) {
+      throw new ConfigError(
+        `${name} is shorter than ${MIN_TOKEN_LENGTH} characters: make one with \`openssl rand -base64 32\` and set it with \`wrangler secret put ${name}\``,
+      );
+    }
+  }
+}
+
 export function readConfig(env: WorkerEnv): WorkerConfig {
+  checkTokens(env);
   return {
     pool: (typeof env.POOL === 'string' && env.POOL) || 'default',
     tickBudgetMs: int(env, 'TICK_BUDGET_MS', 20_000, 100, 600_000),

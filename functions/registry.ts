@@ -1,4 +1,4 @@
-import { JobRegistry, sampleJobTypes, type JobType, type Sql } from '../queue/index.ts';
+import { JobRegistry, sampleJobTypes, type JobType, type Sql, type StepResult } from '../queue/index.ts';
 import { DepotBuildService } from './adapters/depot.ts';
 import { DigitalOceanCloudProvider } from './adapters/digitalocean.ts';
 import { R2AccountLogObjects } from './adapters/r2-account-logs.ts';
@@ -12,6 +12,7 @@ import { cleanupJob, type CloudInventory } from './jobs/cleanup.ts';
 import { invoiceAccountJob } from './jobs/invoice-account.ts';
 import { cloudInventory } from './jobs/provisioning/cloud-inventory.ts';
 import { provisioningJobTypes } from './jobs/provisioning/from-env.ts';
+import { scrubJson } from './lib/redact.ts';
 import { unconfigured } from './lib/unconfigured.ts';
 import type { Billing } from './ports/billing.ts';
 import type { BuildService } from './ports/build-service.ts';
@@ -57,6 +58,16 @@ function scrubError(error: unknown, scrub: (text: string) => string): unknown {
   return typeof error === 'string' ? scrub(error) : error;
 }
 
+/**
+ * A step's checkpoint and result are stored as they are returned and shown by the API: a
+ * provider's answer kept there (an error a retry saved in the checkpoint, an id or address it
+ * echoed) can quote a token as well. Both are scrubbed the same way before the runner sees them.
+ */
+function scrubResult(result: StepResult, scrub: (text: string) => string): StepResult {
+  if (result.outcome === 'done') return result.result === undefined ? result : { ...result, result: scrubJson(result.result, scrub) };
+  return result.checkpoint === undefined ? result : { ...result, checkpoint: scrubJson(result.checkpoint, scrub) };
+}
+
 function scrubbingErrors<P>(type: JobType<P>, scrub: (text: string) => string): JobType<P> {
   const guard = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
@@ -67,7 +78,7 @@ function scrubbingErrors<P>(type: JobType<P>, scrub: (text: string) => string): 
   };
   return {
     ...type,
-    run: (ctx) => guard(() => type.run(ctx)),
+    run: (ctx) => guard(async () => scrubResult(await type.run(ctx), scrub)),
     ...(type.onCancel ? { onCancel: (ctx: Parameters<NonNullable<JobType<P>['onCancel']>>[0]) => guard(() => type.onCancel!(ctx)) } : {}),
     ...(type.onFailed ? { onFailed: (ctx: Parameters<NonNullable<JobType<P>['onFailed']>>[0], error: string) => guard(() => type.onFailed!(ctx, scrub(error))) } : {}),
   };
@@ -81,6 +92,7 @@ export async function createRegistry(env: WorkerEnv, sql: Sql, scrub: (text: str
       logRelay: new DurableObjectLogRelay(env.BUILD_LOG_RELAY),
       logArchive: new R2LogArchive(env.BUILD_LOGS),
       pollIntervalMs: Number(text(env, 'BUILD_POLL_INTERVAL_MS') ?? 2000),
+      scrub,
     }),
     ...(await provisioningJobTypes({
       DIGITALOCEAN_TOKEN: text(env, 'DIGITALOCEAN_TOKEN'),

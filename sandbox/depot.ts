@@ -16,7 +16,7 @@ import { parseBody, type SandboxProvider, type SandboxRequest, type SandboxRespo
  * `Build.requestKey` in ListBuilds — the lookup the build job uses after a crash.
  *
  * Control (under /_sandbox/depot/):
- *   POST script  {serviceId?, commitSha?, outcome, polls, lines, linesPerPoll?, steps?, error?, logPageSize?}
+ *   POST script  {serviceId?, commitSha?, outcome, polls, lines, linesPerPoll?, steps?, error?, logPageSize?, echoAuthorization?}
  *                the script of later builds that match (most specific, then latest, wins)
  *   POST faults  {method, status, code?, message?, times?}  the next `times` calls of a method fail
  *   GET  builds  every build with its state;  GET builds/<id>/log  the build's whole log as text
@@ -38,6 +38,11 @@ export interface BuildScript {
   error?: string;
   /** GetBuildStepLogs pages hold at most this many lines (exercises paging). */
   logPageSize?: number;
+  /**
+   * A build that prints the token it was started with: its first log line and its failing step's
+   * error quote CreateBuild's Authorization header (for the secret-scrubbing tests).
+   */
+  echoAuthorization?: boolean;
 }
 
 export const DEFAULT_SCRIPT: BuildScript = { outcome: 'succeed', polls: 2, lines: 6 };
@@ -59,6 +64,8 @@ interface SandboxBuild {
   commitSha: string | null;
   script: BuildScript;
   createdAt: Date;
+  /** CreateBuild's Authorization header (quoted by an echoAuthorization script). */
+  authorization: string | null;
   /** GetBuild answers so far. */
   polls: number;
   /** Set by FinishBuild. */
@@ -107,6 +114,7 @@ function scriptFrom(input: unknown): BuildScript | string {
     ...(s.steps ? { steps: s.steps } : {}),
     ...(s.error ? { error: String(s.error) } : {}),
     ...(s.logPageSize ? { logPageSize: s.logPageSize } : {}),
+    ...(s.echoAuthorization === true ? { echoAuthorization: true } : {}),
   };
 }
 
@@ -122,8 +130,9 @@ function stepsOf(build: SandboxBuild): Step[] {
   }));
 }
 
-export function logLineText(build: Pick<SandboxBuild, 'serviceId' | 'commitSha' | 'script'>, index: number): string {
+export function logLineText(build: Pick<SandboxBuild, 'serviceId' | 'commitSha' | 'script'> & { authorization?: string | null }, index: number): string {
   const who = `${build.serviceId ?? 'unknown'}@${(build.commitSha ?? 'unknown').slice(0, 7)}`;
+  if (build.script.echoAuthorization && index === 0) return `${who} #1/${build.script.lines}: + curl -H "authorization: ${build.authorization}"`;
   return `${who} #${index + 1}/${build.script.lines}: ${index % 5 === 4 ? 'exporting layers' : `step output ${index + 1}`}`;
 }
 
@@ -158,7 +167,13 @@ function stepView(build: SandboxBuild, step: Step, index: number, steps: Step[])
     startedAt: at(step.from),
     ...(ended ? { completedAt: at(step.to) } : {}),
     cacheState: 'CACHE_STATE_UNCACHED',
-    ...(failedHere ? { error: build.script.error ?? 'process "/bin/sh -c ./build.sh" did not complete successfully: exit code: 1' } : {}),
+    ...(failedHere
+      ? {
+          error:
+            (build.script.error ?? 'process "/bin/sh -c ./build.sh" did not complete successfully: exit code: 1') +
+            (build.script.echoAuthorization ? ` (authorization: ${build.authorization})` : ''),
+        }
+      : {}),
     hasLogs: step.to > step.from,
   };
 }
@@ -213,6 +228,7 @@ export function createDepotSandbox(): SandboxProvider & { builds(): SandboxBuild
         commitSha,
         script: scriptFor(serviceId, commitSha),
         createdAt: new Date(),
+        authorization: req.headers.authorization ?? null,
         polls: 0,
         finished: null,
       };

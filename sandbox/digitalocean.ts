@@ -18,6 +18,11 @@ import { parseBody, type SandboxProvider, type SandboxRequest, type SandboxRespo
  *   POST /config        {databaseReadsUntilOnline?, dropletReadsUntilActive?}
  *   POST /bootstrap     {ip}: that node's Kubernetes API answers from now on
  *   GET  /state         live databases (with pool names) and droplets
+ *
+ * A misbehaving provider, for the secret-scrubbing tests: creating a database or droplet in
+ * region `ech4` answers 422 and in `ech5` answers 503, each error message quoting the request's
+ * Authorization header (as a proxy or a provider's debug mode might). Keyed by the request, not
+ * by state, so test files sharing the sandbox cannot consume each other's faults.
  */
 
 interface Fault {
@@ -65,6 +70,14 @@ const POOL_MODES = ['session', 'transaction', 'statement'];
 
 function json(status: number, body?: unknown, headers?: Record<string, string>): SandboxResponse {
   return { status, body, headers };
+}
+
+/** See the header: region ech4/ech5 answers an error quoting the Authorization header. */
+function echoingError(req: SandboxRequest): SandboxResponse | undefined {
+  const region = (parseBody(req) as { region?: unknown } | null)?.region;
+  if (region !== 'ech4' && region !== 'ech5') return undefined;
+  const message = `request with authorization "${req.headers.authorization}" refused: region ${region} is unavailable`;
+  return region === 'ech4' ? json(422, { id: 'unprocessable_entity', message }) : json(503, { id: 'service_unavailable', message });
 }
 
 function unprocessable(message: string): SandboxResponse {
@@ -332,6 +345,8 @@ export function digitalOceanSandbox(): SandboxProvider {
       if (isApi && !/^Bearer \S+/.test(req.headers.authorization ?? '')) {
         return json(401, { id: 'unauthorized', message: 'Unable to authenticate you.' });
       }
+      const echo = isApi && req.method === 'POST' && segments.length === 2 ? echoingError(req) : undefined;
+      if (echo) return echo;
       const fault = takeFault(req);
       if (fault && !fault.afterEffect) return faultResponse(fault);
       const answer = isKube ? handleKube(req, segments.slice(1)) : segments[1] === 'databases' ? handleDatabases(req, segments.slice(2)) : handleDroplets(req, segments.slice(2));

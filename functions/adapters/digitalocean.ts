@@ -30,6 +30,7 @@ import {
   type Droplet,
 } from '../ports/cloud-provider.ts';
 import { Secret } from '../lib/secrets.ts';
+import { scrubText } from '../lib/redact.ts';
 
 export interface DigitalOceanConfig {
   /** A personal access token (read + write); sent only in the Authorization header. */
@@ -184,7 +185,8 @@ export class DigitalOceanCloudProvider implements CloudProvider {
     try {
       const body = (await response.json()) as { id?: unknown; message?: unknown };
       if (typeof body.id === 'string') id = body.id;
-      if (typeof body.message === 'string') detail = body.message.slice(0, 300);
+      // the token is removed before the message is cut: a token cut in half no scrubber finds
+      if (typeof body.message === 'string') detail = scrubText(body.message, [this.config.token]).slice(0, 300);
     } catch {
       // a body that is not DigitalOcean's {id, message}: the status says enough
     }

@@ -1,11 +1,17 @@
 import type { MiddlewareHandler } from 'hono';
-import type { WorkerEnv } from '../config.ts';
+import { checkTokens, ConfigError, type WorkerEnv } from '../config.ts';
 import { HttpError } from './errors.ts';
 
 export type Scope = 'enqueue' | 'admin' | 'metrics';
 
-/** Tokens are secrets; an admin token carries every scope. */
+/** Tokens are secrets; an admin token carries every scope. A token too short to be one is refused (503). */
 function configuredTokens(env: WorkerEnv): Array<{ token: string; scopes: Scope[] }> {
+  try {
+    checkTokens(env);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new HttpError(503, 'not_configured', `refusing to run: ${error.message}`);
+    throw error;
+  }
   const tokens: Array<{ token: string; scopes: Scope[] }> = [];
   if (env.ADMIN_TOKEN) tokens.push({ token: env.ADMIN_TOKEN, scopes: ['admin', 'enqueue', 'metrics'] });
   if (env.ENQUEUE_TOKEN) tokens.push({ token: env.ENQUEUE_TOKEN, scopes: ['enqueue'] });

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import { ConflictError, NotFoundError, ValidationError } from '../../queue/index.ts';
-import type { WorkerEnv } from '../config.ts';
+import { ConfigError, type WorkerEnv } from '../config.ts';
 import { envSecrets } from '../invocation.ts';
 import { scrubText } from '../lib/redact.ts';
 
@@ -48,6 +48,7 @@ export function toHttpError(error: unknown): HttpError | null {
     const { field, message } = zodField(error);
     return new HttpError(400, 'invalid_input', message, field);
   }
+  if (error instanceof ConfigError) return new HttpError(503, 'not_configured', `refusing to run: ${error.message}`);
   if (isDatabaseUnavailable(error)) return new HttpError(503, 'database_unavailable', 'the database is unavailable; try again shortly');
   return null;
 }

@@ -28,9 +28,28 @@ export function redactSecrets<T>(value: T, depth = 0): T {
   return out as T;
 }
 
-/** Removes known secret values from free text (e.g. an error message that echoed a token). */
+/**
+ * Removes known secret values from free text (e.g. an error message that echoed a token). Used on
+ * what the system produced (step errors, provider answers, log lines, alerts) before it is
+ * written anywhere — never on what a caller sent: a payload is shown back as sent, so that a
+ * payload holding a guessed secret reads the same whether the guess is right or wrong.
+ */
 export function scrubText(text: string, secrets: Array<string | undefined>): string {
   let out = text;
   for (const s of secrets) if (s && s.length >= 6) out = out.split(s).join(REDACTED);
   return out;
+}
+
+/**
+ * A copy of a JSON value (a step's checkpoint or result: provider answers land there) with
+ * `scrub` applied to every string and every object key. Unlike redactSecrets it keeps the shape
+ * and every other value: this is what gets stored.
+ */
+export function scrubJson<T>(value: T, scrub: (text: string) => string): T {
+  if (typeof value === 'string') return scrub(value) as T;
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((v) => scrubJson(v, scrub)) as T;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[scrub(k)] = scrubJson(v, scrub);
+  return out as T;
 }

@@ -8,7 +8,7 @@ import { connectInWorker } from '../../functions/cloudflare-socket.ts';
 export type TestEnv = WorkerEnv & { TEST_ADMIN_DATABASE_URL: string; TEST_TEMPLATE_DATABASE: string; TEST_SANDBOX_URL: string };
 export const testEnv = env as unknown as TestEnv;
 
-export const TOKENS = { admin: 'test-admin-token', enqueue: 'test-enqueue-token', metrics: 'test-metrics-token' } as const;
+export const TOKENS = { admin: 'test-admin-token-0123456789abcdef0123', enqueue: 'test-enqueue-token-0123456789abcdef01', metrics: 'test-metrics-token-0123456789abcdef01' } as const;
 
 function withDatabase(url: string, database: string): string {
   const u = new URL(url);
