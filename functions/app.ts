@@ -45,6 +45,23 @@ export function createApp() {
     }
   });
 
+  // Every answer (API, errors, the dashboard, redirects): the browser must not sniff a type other
+  // than the one declared (a build log holding HTML served as text/plain stays text), and no
+  // cache — shared or the browser's — keeps a copy of jobs, payloads, logs or pages. A route that
+  // sets its own Cache-Control keeps it. A WebSocket upgrade (101) is passed on untouched.
+  app.use('*', async (c, next) => {
+    await next();
+    if (c.res.status === 101) return;
+    const missing = c.res.headers.get('x-content-type-options') !== 'nosniff' || !c.res.headers.has('cache-control');
+    if (!missing) return;
+    // a response passed on from a fetch() (a Durable Object's) has immutable headers: copy it
+    const res = new Response(c.res.body, c.res);
+    res.headers.set('x-content-type-options', 'nosniff');
+    if (!res.headers.has('cache-control')) res.headers.set('cache-control', 'no-store');
+    c.res = undefined;
+    c.res = res;
+  });
+
   // Every JSON answer passes the env's secret scrubber: redaction by key name cannot catch a
   // configured secret echoed in an error message or stored under an innocent key.
   app.use('*', async (c, next) => {

@@ -63,11 +63,18 @@ builds.get('/v1/builds/:id/logs', requireScope('enqueue', 'admin'), async (c) =>
   return archivedLog(c, found.job);
 });
 
-/** A build's archived log as plain text (what is archived so far while it runs); the dashboard serves it too. */
+/**
+ * A build's archived log as plain text (what is archived so far while it runs); the dashboard
+ * serves it too. The lines are the build's own output, HTML included: nosniff and a sandboxing CSP
+ * keep a browser from ever rendering or running them, and no cache keeps a copy.
+ */
 export async function archivedLog<E extends { Bindings: WorkerEnv }>(c: Context<E>, build: Job): Promise<Response> {
   const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(build.id);
   return c.body(archived?.text ?? '', 200, {
     'content-type': 'text/plain; charset=utf-8',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': "default-src 'none'; sandbox",
+    'cache-control': 'no-store',
     'x-build-status': build.status,
     'x-build-last-line': String(archived?.lastSeq ?? 0),
   });
