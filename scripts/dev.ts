@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Cron } from 'croner';
 import postgres from 'postgres';
 import { connect } from '../queue/db.ts';
@@ -41,13 +42,51 @@ process.on('SIGINT', () => void stop(0));
 process.on('SIGTERM', () => void stop(0));
 process.on('SIGHUP', () => void stop(0));
 
-/** A secret made once and kept in .data, so tokens and keys survive restarts. */
+/**
+ * Writes a file only its owner can read, whatever was there before: `mode` applies only when a
+ * file is created, so a file left 0644 by an older version is narrowed too.
+ */
+function writePrivate(file: string, text: string): void {
+  const fd = openSync(file, 'w', 0o600);
+  try {
+    fchmodSync(fd, 0o600);
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * A secret made once and kept in .data, so tokens and keys survive restarts; one too short for
+ * today's minimum (32 characters: an older dev token had 28) is made anew.
+ */
 function devSecret(name: string, make: () => string): string {
   const file = `${DATA}/${name}`;
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  if (existsSync(file)) {
+    chmodSync(file, 0o600);
+    const kept = readFileSync(file, 'utf8').trim();
+    if (kept.length >= 32) return kept;
+  }
   const value = make();
-  writeFileSync(file, value, { mode: 0o600 });
+  writePrivate(file, value);
   return value;
+}
+
+/**
+ * The vars and secrets as a dotenv file for `wrangler dev --env-file` (wrangler's .dev.vars
+ * convention, in .data rather than beside wrangler.toml, where a developer's own .dev.vars may
+ * live). Values are single-quoted (taken literally by dotenv) with `$` escaped (wrangler expands
+ * `$NAME` in every value); a value dotenv cannot carry that way is refused.
+ */
+function devVarsFile(vars: Record<string, string>): string {
+  return Object.entries(vars)
+    .map(([name, raw]) => {
+      const value = String(raw); // STARBASE_DEV_VARS is JSON: a number is passed as its text
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`dev var name ${JSON.stringify(name)}: letters, digits and _ only`);
+      if (/['\r\n]|\\$/.test(value)) throw new Error(`dev var ${name}: a value with a quote, a line break or a trailing backslash cannot be passed to wrangler dev`);
+      return `${name}='${value.replace(/\$/g, '\\$')}'\n`;
+    })
+    .join('');
 }
 
 try {
@@ -74,7 +113,7 @@ try {
   log(`sandbox providers on ${sandbox.url}`);
 
   // 3. wrangler dev
-  const token = devSecret('dev-token', () => `dev_${randomBytes(18).toString('base64url')}`);
+  const token = devSecret('dev-token', () => `dev_${randomBytes(24).toString('base64url')}`);
   const encryptionKeys = devSecret('encryption-keys', () => `dev1:${randomBytes(32).toString('base64')}`);
   const sessionSecret = devSecret('session-secret', () => randomBytes(32).toString('base64url'));
   await seedDevData(databaseUrl, encryptionKeys, sandbox.url);
@@ -89,18 +128,39 @@ try {
     KUBERNETES_VERSION_URL: `${sandbox.url}/kube/{endpoint}/version`,
     ...JSON.parse(process.env.STARBASE_DEV_VARS ?? '{}'),
   };
+  // Secrets go to wrangler in a file only we can read, never on its command line (`--var` put every
+  // one in `ps` for any user of the machine to see).
+  const devVars = resolve(DATA, 'dev.vars');
+  writePrivate(devVars, devVarsFile(vars));
+  cleanups.push(() => rmSync(devVars, { force: true }));
+  // wrangler writes a debug log of everything it and the Worker print — step log lines included,
+  // with whatever text a failing step produced — to ~/.config/.wrangler/logs, world-readable, and
+  // keeps it. None unless WRANGLER_WRITE_LOGS asks for one, and then in .data, readable by us only.
+  // (What each job did is in the database: its events, last error, the dashboard.)
+  const writeLogs = process.env.WRANGLER_WRITE_LOGS ?? 'false';
+  const logDir = resolve(DATA, 'wrangler-logs');
+  if (!['false', '0'].includes(writeLogs.toLowerCase())) {
+    mkdirSync(logDir, { recursive: true, mode: 0o700 });
+    chmodSync(logDir, 0o700);
+  }
   const wrangler = spawn(
     process.execPath,
     [
       `${PROJECT_ROOT}node_modules/wrangler/bin/wrangler.js`, 'dev', '--port', String(port), '--ip', '127.0.0.1',
       '--test-scheduled', '--persist-to', `${DATA}/wrangler`, '--show-interactive-dev-session=false', '--log-level', 'warn',
-      ...Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}:${v}`]),
+      '--env-file', devVars,
     ],
     {
       cwd: PROJECT_ROOT,
       detached: true, // its own process group, so Ctrl-C takes workerd down with it
       stdio: ['ignore', 'inherit', 'inherit'],
-      env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withPassword(databaseUrl) },
+      env: {
+        ...process.env,
+        WRANGLER_SEND_METRICS: 'false',
+        WRANGLER_WRITE_LOGS: writeLogs,
+        WRANGLER_LOG_PATH: process.env.WRANGLER_LOG_PATH ?? logDir,
+        CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withPassword(databaseUrl),
+      },
     },
   );
   cleanups.push(() => killGroup(wrangler));
@@ -118,7 +178,8 @@ try {
   const timer = startCronDriver(workerUrl, crons);
   cleanups.push(() => clearTimeout(timer.current));
 
-  writeFileSync(DEV_STACK_FILE, JSON.stringify({ databaseUrl, workerUrl, sandboxUrl: sandbox.url, token, pid: process.pid }, null, 2));
+  // it holds the admin token and the database URL: readable by us only
+  writePrivate(DEV_STACK_FILE, JSON.stringify({ databaseUrl, workerUrl, sandboxUrl: sandbox.url, token, pid: process.pid }, null, 2));
   cleanups.push(() => rmSync(DEV_STACK_FILE, { force: true }));
 
   console.log(`

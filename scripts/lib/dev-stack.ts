@@ -7,6 +7,8 @@ export interface LaunchedDevStack {
   baseUrl: string;
   /** The dev token it printed (the admin token). */
   token: string;
+  /** STARBASE_DATA_DIR of the stack (its secrets, the stack file, wrangler's local storage). */
+  dataDir: string;
   /** The `npm start` process (scripts/dev.ts); wrangler dev and workerd run in its own process group below it. */
   child: ChildProcess;
   /** What the stack printed: everything, or with `outputLimit` the start-up banner and the latest output. */
@@ -96,6 +98,7 @@ export async function launchDevStack(options: LaunchOptions): Promise<LaunchedDe
   return {
     baseUrl,
     token,
+    dataDir: options.dataDir,
     child,
     output,
     exited,
