@@ -9,8 +9,7 @@ import { jobs } from './http/jobs.ts';
 import { metrics } from './http/metrics.ts';
 import { provisioning } from './http/provisioning.ts';
 import { webhooks } from './http/webhooks.ts';
-import { drain, envSecrets } from './invocation.ts';
-import { scrubText } from './lib/redact.ts';
+import { drain } from './invocation.ts';
 
 /**
  * The HTTP API. Each request's database client is opened on first use and closed after the
@@ -62,18 +61,10 @@ export function createApp() {
     c.res = res;
   });
 
-  // Every JSON answer passes the env's secret scrubber: redaction by key name cannot catch a
-  // configured secret echoed in an error message or stored under an innocent key.
-  app.use('*', async (c, next) => {
-    await next();
-    if (!c.res.headers.get('content-type')?.startsWith('application/json')) return;
-    const text = await c.res.clone().text();
-    const scrubbed = scrubText(text, envSecrets(c.env));
-    if (scrubbed === text) return;
-    const { status, headers } = c.res;
-    c.res = undefined;
-    c.res = new Response(scrubbed, { status, headers });
-  });
+  // Answers are not scrubbed by value: what the system produced (step errors, provider answers,
+  // log lines, alerts) is scrubbed before it is stored, and what a caller sent is shown as sent.
+  // Scrubbing answers made the scrubber an oracle: a payload holding a secret's exact value came
+  // back `[redacted]`, a near miss unchanged.
 
   app.route('/', health);
   app.route('/', jobs);

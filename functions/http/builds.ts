@@ -5,10 +5,14 @@ import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES, type Job } from '../
 import type { WorkerEnv } from '../config.ts';
 import { R2LogArchive } from '../adapters/r2-log-archive.ts';
 import { buildPayload } from '../jobs/build.ts';
+import { envSecrets } from '../invocation.ts';
+import { scrubText } from '../lib/redact.ts';
+import { assertOwnership } from '../lib/tenancy.ts';
 import { requireScope } from './auth.ts';
 import { readJson } from './body.ts';
 import { invocationOf, type AppEnv } from './context.ts';
 import { errorBody, HttpError } from './errors.ts';
+import { ownershipToHttp } from './tenancy.ts';
 import { jobJson } from './serialize.ts';
 
 /** A second push for the same service and branch inside this window supersedes the first. */
@@ -17,10 +21,11 @@ export const PUSH_DEBOUNCE_MS = 5000;
 export const builds = new Hono<AppEnv>();
 
 /**
- * A git push: a `build` job, debounced per service and branch. The service must exist (404
- * otherwise, writing nothing): a push names a service the platform created with its account, and
- * a build for an unknown id would otherwise create an ownerless service row when it finishes. The
- * row is key-share locked until the job is enqueued, so a concurrent delete waits for the push.
+ * A git push: a `build` job, debounced per service and branch. The push carries its account,
+ * which must exist and own the service: an unknown account or service is a 404, another
+ * account's service a 403, and nothing is written (lib/tenancy.ts; the build's steps check
+ * again, for jobs that reach them another way). The service row is key-share locked until the
+ * job is enqueued, so a concurrent delete waits for the push.
  */
 builds.post(
   '/v1/pushes',
@@ -30,8 +35,7 @@ builds.post(
     const body = await readJson(c, z.strictObject(buildPayload.shape));
     const inv = await invocationOf(c);
     const { job, superseded } = await inv.sql.begin(async (tx) => {
-      const [service] = await tx`select 1 from platform.services where id = ${body.serviceId} for key share`;
-      if (!service) throw new NotFoundError(`no service ${body.serviceId}`);
+      await assertOwnership(tx, body.accountId, body.serviceId, { lockService: true }).catch(ownershipToHttp);
       return enqueue(tx, {
         type: 'build',
         payload: body,
@@ -70,7 +74,8 @@ builds.get('/v1/builds/:id/logs', requireScope('enqueue', 'admin'), async (c) =>
  */
 export async function archivedLog<E extends { Bindings: WorkerEnv }>(c: Context<E>, build: Job): Promise<Response> {
   const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(build.id);
-  return c.body(archived?.text ?? '', 200, {
+  // Lines are scrubbed before they are archived; an archive written before that was not.
+  return c.body(scrubText(archived?.text ?? '', envSecrets(c.env)), 200, {
     'content-type': 'text/plain; charset=utf-8',
     'x-content-type-options': 'nosniff',
     'content-security-policy': "default-src 'none'; sandbox",

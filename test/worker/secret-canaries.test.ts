@@ -14,10 +14,11 @@ import { createWorkerHarness, testEnv as h0, type WorkerHarness } from './suppor
 const tail = () => crypto.randomUUID().replace(/-/g, '').slice(0, 16);
 const ringKey = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
 const CANARIES: Record<SecretName, string> = {
-  ADMIN_TOKEN: `canary-admin-${tail()}`,
+  // the Worker's bearer tokens must be at least 32 characters (config.ts checkTokens)
+  ADMIN_TOKEN: `canary-admin-${tail()}${tail()}`,
   SESSION_SECRET: `canary-session-${tail()}${tail()}`,
-  ENQUEUE_TOKEN: `canary-enqueue-${tail()}`,
-  METRICS_TOKEN: `canary-metrics-${tail()}`,
+  ENQUEUE_TOKEN: `canary-enqueue-${tail()}${tail()}`,
+  METRICS_TOKEN: `canary-metrics-${tail()}${tail()}`,
   ALERT_WEBHOOK_URL: `https://alerts.canary.test/hooks/${tail()}`,
   DEPOT_TOKEN: `canary-depot-${tail()}`,
   DIGITALOCEAN_TOKEN: `dop_v1_canary${tail()}`,
@@ -33,6 +34,8 @@ const NEEDLES: Record<SecretName, string[]> = Object.fromEntries(
 const LEAK = SECRET_NAMES.map((name) => `${name}=${CANARIES[name]}`).join(' ') + ` key ${ringKey}`;
 
 let h: WorkerHarness;
+const DEPOT_URL = 'https://depot.canary.test';
+let depotCalls = 0;
 const outputs: Array<{ where: string; text: string }> = [];
 let stored = '';
 
@@ -46,7 +49,8 @@ async function call(where: string, path: string, init: RequestInit & { json?: un
 
 beforeAll(async () => {
   // the providers' APIs are the sandbox's: the cleanup sweep the tick backfills calls DigitalOcean
-  const sandbox = { DIGITALOCEAN_API_URL: h0.TEST_SANDBOX_URL, DEPOT_API_URL: h0.TEST_SANDBOX_URL };
+  // Depot is answered below, by a provider that quotes every secret in its errors
+  const sandbox = { DIGITALOCEAN_API_URL: h0.TEST_SANDBOX_URL, DEPOT_API_URL: DEPOT_URL, DEPOT_PROJECT_ID: 'canary' };
   h = await createWorkerHarness({ ...CANARIES, ...sandbox, LOG_STEPS: 'true', TICK_BUDGET_MS: '1000', KICK_BUDGET_MS: '2000' } as never);
   for (const method of ['log', 'error', 'warn', 'info'] as const) {
     vi.spyOn(console, method).mockImplementation((...args: unknown[]) => void outputs.push({ where: `console.${method}`, text: args.map(String).join(' ') }));
@@ -54,15 +58,24 @@ beforeAll(async () => {
   const realFetch = globalThis.fetch;
   vi.spyOn(globalThis, 'fetch').mockImplementation(async (input, init) => {
     const url = input instanceof Request ? input.url : String(input);
+    if (url.startsWith(`${DEPOT_URL}/`)) {
+      // first an outage (retried), then a refusal (failed for good), each quoting every secret
+      const outage = depotCalls++ === 0;
+      const body = { code: outage ? 'unavailable' : 'invalid_argument', message: `upstream refused: ${LEAK}` };
+      return new Response(JSON.stringify(body), { status: outage ? 503 : 400, headers: { 'content-type': 'application/json' } });
+    }
     if (url !== CANARIES.ALERT_WEBHOOK_URL) return realFetch(input, init);
     outputs.push({ where: 'alert webhook body', text: String(init?.body) });
     return new Response('ok');
   });
 
-  // a step that fails quoting every secret: retried once, then failed for good (poison alert)
-  const enqueued = await call('POST /v1/jobs', '/v1/jobs', {
+  // a step whose provider fails quoting every secret: retried once, then failed for good (poison
+  // alert). The secrets come from the provider, not the payload: a payload is shown as sent.
+  await h.sql`insert into platform.accounts (id) values ('acct-canary')`;
+  await h.sql`insert into platform.services (id, account_id) values ('svc-canary', 'acct-canary')`;
+  const enqueued = await call('POST /v1/pushes', '/v1/pushes', {
     method: 'POST', headers: { ...bearer('ENQUEUE_TOKEN'), 'content-type': 'application/json' },
-    body: JSON.stringify({ type: 'fail', payload: { message: `upstream refused: ${LEAK}` }, maxAttempts: 2 }),
+    body: JSON.stringify({ accountId: 'acct-canary', serviceId: 'svc-canary', branch: 'main', commitSha: 'abc1234' }),
   });
   expect(enqueued.status).toBe(201);
   const id = (JSON.parse(enqueued.text) as { job: { id: string } }).job.id;
