@@ -112,6 +112,42 @@ describe('submit_key identity lives with the job, not in prunable history', () =
   });
 });
 
+describe('a submit key whose job is gone', () => {
+  // Each enqueue gets a statement timeout: the failure this guards against was an enqueue that
+  // looped forever on a key reserved for a job that no longer existed.
+  const enqueueWithin = (sql: Sql, key: string) =>
+    sql.begin(async (tx) => {
+      await tx`set local statement_timeout = '5s'`;
+      return enqueue(tx, { type: 'uppercase', payload: { text: 'again' }, submitKey: key });
+    });
+
+  it('after truncate worker.jobs, the key is free: the next enqueue makes a new job', async () => {
+    const first = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'first' }, submitKey: 'truncated-key' });
+    await db.sql`truncate worker.jobs, worker.job_events`;
+    const [{ n }] = await db.sql`select count(*)::int as n from worker.submit_keys`;
+    expect(n).toBe(0);
+    const again = await enqueueWithin(db.sql, 'truncated-key');
+    expect(again.duplicate).toBe(false);
+    expect(again.job.id).not.toBe(first.job.id);
+  });
+
+  it('a key left behind by a delete that fired no trigger is freed by the next enqueue of it', async () => {
+    const first = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'first' }, submitKey: 'orphaned-key' });
+    // a delete with row triggers off (as a replica or a restore runs it) leaves the key behind
+    await db.sql.begin(async (tx) => {
+      await tx`set local session_replication_role = replica`;
+      await tx`delete from worker.job_events where job_id = ${first.job.id}`;
+      await tx`delete from worker.jobs where id = ${first.job.id}`;
+    });
+    const [left] = await db.sql`select job_id from worker.submit_keys where submit_key = 'orphaned-key'`;
+    expect(left?.job_id).toBe(first.job.id);
+    const again = await enqueueWithin(db.sql, 'orphaned-key');
+    expect(again.duplicate).toBe(false);
+    const [key] = await db.sql`select job_id from worker.submit_keys where submit_key = 'orphaned-key'`;
+    expect(key?.job_id).toBe(again.job.id);
+  });
+});
+
 describe('migration 0070', () => {
   const admin = postgres(inject('adminDatabaseUrl'), { max: 1, onnotice: () => {} });
   const name = `sbt_enqkeys_${randomBytes(4).toString('hex')}`;
