@@ -124,8 +124,8 @@ describe('a submit key whose job is gone', () => {
   it('after truncate worker.jobs, the key is free: the next enqueue makes a new job', async () => {
     const first = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'first' }, submitKey: 'truncated-key' });
     await db.sql`truncate worker.jobs, worker.job_events`;
-    const [{ n }] = await db.sql`select count(*)::int as n from worker.submit_keys`;
-    expect(n).toBe(0);
+    const [keys] = await db.sql`select count(*)::int as n from worker.submit_keys`;
+    expect(keys!.n).toBe(0);
     const again = await enqueueWithin(db.sql, 'truncated-key');
     expect(again.duplicate).toBe(false);
     expect(again.job.id).not.toBe(first.job.id);

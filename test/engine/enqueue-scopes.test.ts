@@ -6,6 +6,7 @@ import {
   claimJobs, defineJobType, done, enqueue, enqueueBatch, JobRegistry, sampleJobTypes, typeAccess, ValidationError, type Sql,
 } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { expectSqlRefusal } from '../support/refusals.ts';
 
 /**
  * Issue 14, item 1, in the engine: each job type declares who may enqueue it over the generic
@@ -33,23 +34,7 @@ beforeAll(async () => {
   await new JobRegistry([...sampleJobTypes, ...(await provisioningJobTypes({})), perTenant, undeclared]).sync(db.sql);
 });
 
-async function snapshot(sql: Sql) {
-  const [row] = await sql`
-    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events,
-           (select count(*)::int from worker.concurrency_keys) as concurrency_keys`;
-  return row;
-}
-
-/** Runs `act`, expects SB400 naming `column` (and the message to match), and no write. */
-async function refusedFromSql(act: () => Promise<unknown>, column: string, message: RegExp) {
-  const before = await snapshot(db.sql);
-  const error = (await act().then(() => null, (e) => e)) as { code?: string; column_name?: string; message: string } | null;
-  expect(error, `expected a refusal naming ${column}`).not.toBeNull();
-  expect(error!.code).toBe('SB400');
-  expect(error!.column_name).toBe(column);
-  expect(error!.message).toMatch(message);
-  expect(await snapshot(db.sql)).toEqual(before);
-}
+const refusedFromSql = (act: () => Promise<unknown>, column: string, message: RegExp) => expectSqlRefusal(db.sql, act, column, message);
 
 const dbPayload = (accountId: string, name = 'main') => ({ accountId, serviceId: 'svc-1', name, size: 'db-s-1vcpu-1gb', region: 'nyc3' });
 

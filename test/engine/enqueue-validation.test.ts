@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { enqueue, enqueueBatch, JobRegistry, payloadJsonSchema, sampleJobTypes, ValidationError, type JsonObject, type Sql } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { expectSqlRefusal } from '../support/refusals.ts';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -11,21 +12,7 @@ beforeAll(async () => {
   await new JobRegistry(sampleJobTypes).sync(db.sql);
 });
 
-async function snapshot(sql: Sql) {
-  const [row] = await sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events`;
-  return row;
-}
-
-/** Runs `act`, expects SB400 naming `column` (and the message to match), and no write. */
-async function refusedFromSql(act: () => Promise<unknown>, column: string, message: RegExp) {
-  const before = await snapshot(db.sql);
-  const error = (await act().then(() => null, (e) => e)) as { code?: string; column_name?: string; message: string } | null;
-  expect(error, `expected a refusal naming ${column}`).not.toBeNull();
-  expect(error!.code).toBe('SB400');
-  expect(error!.column_name).toBe(column);
-  expect(error!.message).toMatch(message);
-  expect(await snapshot(db.sql)).toEqual(before);
-}
+const refusedFromSql = (act: () => Promise<unknown>, column: string, message: RegExp) => expectSqlRefusal(db.sql, act, column, message);
 
 describe('a job pinned to a pool that can never run its weight class', () => {
   beforeAll(async () => {
