@@ -24,33 +24,86 @@ export class LogAlerts implements Alerts {
   }
 }
 
+/** What one delivery pass did: alerts sent (and marked notified) and sends that threw. */
+export interface AlertDeliveryCounts {
+  sent: number;
+  failed: number;
+}
+
 /**
- * Send every open alert not yet notified, once. The rows are locked while sending and marked
- * notified in the same transaction, so concurrent deliverers never send one alert twice and a
- * failed send is retried on the next pass.
+ * A delivery pass in which at least one send threw. The alerts sent before and after it are
+ * already marked notified; the failed ones stay pending for the next pass. The message is the
+ * first error's (with a count when more than one failed); `errors` holds each one.
  */
-export async function deliverPendingAlerts(sql: Sql, alerts: Alerts, options: { limit?: number; now?: Date } = {}): Promise<number> {
-  return (await sql.begin(async (tx) => {
-    const rows = await tx`
-      select * from worker.alerts where notified_at is null and resolved_at is null
-       order by id limit ${options.limit ?? 100} for update skip locked`;
-    for (const row of rows) {
-      await alerts.send({
-        id: Number(row.id),
-        kind: row.kind as string,
-        key: row.key as string,
-        jobId: (row.job_id as string | null) ?? null,
-        message: row.message as string,
-        detail: row.detail as JsonObject,
-        openedAt: row.opened_at as Date,
+export class AlertDeliveryError extends Error implements AlertDeliveryCounts {
+  readonly code?: string;
+  constructor(
+    readonly sent: number,
+    readonly failed: number,
+    readonly errors: unknown[],
+  ) {
+    const first = errors[0] instanceof Error ? errors[0].message : String(errors[0]);
+    super(failed === 1 ? first : `${failed} alert sends failed, the first: ${first}`, { cause: errors[0] });
+    this.name = 'AlertDeliveryError';
+    // a database error's SQLSTATE, for the callers that log it
+    const code = (errors[0] as { code?: unknown } | null)?.code;
+    if (typeof code === 'string') this.code = code;
+  }
+}
+
+/**
+ * Send every open alert not yet notified, once, oldest first. Each alert is its own transaction:
+ * its row is locked (skip locked, so concurrent deliverers never send one alert twice), sent, and
+ * marked notified before the next is read, so a send that throws, or a pass cut short, never
+ * makes the alerts already sent go out again. A failed send rolls back only its own row, which
+ * stays pending for the next pass; this pass goes on with the alerts after it, until `maxFailures`
+ * sends have failed (default 3: a webhook that is down costs a few timeouts, not one per alert).
+ *
+ * Returns how many were sent. When any send failed it throws an AlertDeliveryError carrying
+ * `sent` and `failed`, so a caller that isolates the pass records it as failed.
+ */
+export async function deliverPendingAlerts(
+  sql: Sql,
+  alerts: Alerts,
+  options: { limit?: number; now?: Date; maxFailures?: number } = {},
+): Promise<number> {
+  const limit = options.limit ?? 100;
+  const maxFailures = options.maxFailures ?? 3;
+  const errors: unknown[] = [];
+  let sent = 0;
+  let after = 0; // the cursor: a failed alert is not tried twice in one pass
+  let stopped = false;
+  while (!stopped && sent + errors.length < limit && errors.length < maxFailures) {
+    let picked = false;
+    const outcome = await sql
+      .begin(async (tx) => {
+        const [row] = await tx`
+          select * from worker.alerts where notified_at is null and resolved_at is null and id > ${after}
+           order by id limit 1 for update skip locked`;
+        if (!row) return 'none' as const;
+        picked = true;
+        after = Number(row.id);
+        await alerts.send({
+          id: Number(row.id),
+          kind: row.kind as string,
+          key: row.key as string,
+          jobId: (row.job_id as string | null) ?? null,
+          message: row.message as string,
+          detail: row.detail as JsonObject,
+          openedAt: row.opened_at as Date,
+        });
+        await tx`update worker.alerts set notified_at = coalesce(${options.now ?? null}::timestamptz, now()) where id = ${row.id}`;
+        return 'sent' as const;
+      })
+      .catch((error: unknown) => {
+        errors.push(error);
+        // no row was picked: the database failed, not a send, and the next read would too
+        if (!picked) stopped = true;
+        return 'failed' as const;
       });
-    }
-    if (rows.length > 0) {
-      // ids travel as a JSON array: array parameters need the server's type list, which the
-      // Worker's client does not fetch
-      await tx`update worker.alerts set notified_at = coalesce(${options.now ?? null}::timestamptz, now())
-                where id in (select jsonb_array_elements_text(${tx.json(rows.map((r) => Number(r.id)))}::jsonb)::bigint)`;
-    }
-    return rows.length;
-  })) as number;
+    if (outcome === 'none') break;
+    if (outcome === 'sent') sent++;
+  }
+  if (errors.length > 0) throw new AlertDeliveryError(sent, errors.length, errors);
+  return sent;
 }
