@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { watchPostmaster, type PostmasterWatchdog } from './lib/postmaster-watchdog.ts';
 
 /** A free TCP port on 127.0.0.1 (5432 is usually taken by a system Postgres). */
 export function freePort(): Promise<number> {
@@ -76,13 +77,31 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port?: n
     onError: log,
   });
   if (fresh) await pg.initialise();
-  await pg.start();
+  // Stops the server (and removes a throwaway data directory) if this process dies without
+  // calling stop(), e.g. SIGKILLed: see lib/postmaster-watchdog.ts.
+  let watchdog: PostmasterWatchdog | undefined;
+  const start = async () => {
+    await pg.start();
+    watchdog = watchPostmaster({ pid: postmasterPid(options.dataDir), dataDir: options.dataDir, removeDataDir: options.persistent === false });
+  };
+  await start();
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
     port,
-    stop: () => pg.stop(),
-    start: () => pg.start(),
+    stop: () => {
+      watchdog?.release();
+      watchdog = undefined;
+      return pg.stop();
+    },
+    start,
   };
+}
+
+/** The running postmaster's pid, from the first line of postmaster.pid. */
+function postmasterPid(dataDir: string): number {
+  const pid = Number(readFileSync(`${dataDir}/postmaster.pid`, 'utf8').split('\n')[0]);
+  if (!(pid > 0)) throw new Error(`no postmaster pid in ${dataDir}/postmaster.pid`);
+  return pid;
 }
 
 /** A crashed earlier run can leave postmaster.pid behind; Postgres then refuses to start. */
