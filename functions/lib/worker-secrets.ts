@@ -11,7 +11,7 @@ export const WORKER_SECRETS = [
     name: 'SESSION_SECRET',
     purpose: 'required for the dashboard: signs its session cookies (at least 32 characters, `openssl rand -base64 32`; without it the dashboard refuses to log anyone in)',
   },
-  { name: 'ENQUEUE_TOKEN', purpose: 'optional narrower token: enqueue, read jobs, pushes, provisioning' },
+  { name: 'ENQUEUE_TOKEN', purpose: "optional narrower token for the control plane: enqueue the public job types, pushes, provisioning; reads every tenant's jobs and build logs" },
   { name: 'METRICS_TOKEN', purpose: 'optional narrower token: `GET /metrics`' },
   { name: 'ALERT_WEBHOOK_URL', purpose: 'optional: the Slack-compatible webhook alerts are posted to (without it, alerts are log lines)' },
   { name: 'DEPOT_TOKEN', purpose: 'Depot API token for builds (with the var `DEPOT_PROJECT_ID`)' },
