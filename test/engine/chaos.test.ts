@@ -5,7 +5,7 @@ import {
   cancelJob, defineJobType, done, enqueueBatch, JobRegistry, next, runSteps, TERMINAL_STATUSES, type Sql, type StepLogLine,
 } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
-import { checkHistory } from '../support/history.ts';
+import { checkHistory } from '../../scripts/lib/history.ts';
 
 /**
  * Chaos: 8 runner slots (each runSteps on its own client) over 5,000 multi-step jobs with 1 s

@@ -11,7 +11,7 @@ import { migrate } from '../../queue/migrate.ts';
 import { countdown } from '../../queue/samples.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../scripts/embedded-postgres.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
-import { checkHistory } from '../support/history.ts';
+import { checkHistory } from '../../scripts/lib/history.ts';
 
 /**
  * Database faults: a connection cut mid-transaction (pg_terminate_backend) and a Postgres

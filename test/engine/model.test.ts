@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
-import { formatFailure, formatTrail, runModelHistories } from '../support/model/run.ts';
+import { formatFailure, formatTrail, runModelHistories } from '../../scripts/lib/model/run.ts';
 
 /**
  * Model-based concurrency test of the engine. Seeded histories of concurrent rounds (several
@@ -8,7 +8,7 @@ import { formatFailure, formatTrail, runModelHistories } from '../support/model/
  * claims in pools with weight limits, settles, crashes, lease expiry by moving the shared pinned
  * clock, cancels, rescues, prunes of finished jobs and of events) run against the real database
  * through the engine's API; after every round and every history the table and the answers are
- * checked against a reference model (test/support/model/): answered jobs survive, one owner per
+ * checked against a reference model (scripts/lib/model/): answered jobs survive, one owner per
  * job, limits hold at sampled moments, no starvation, identical resubmits answer the same job
  * before and after pruning, and every event history replays to its row.
  *

@@ -304,7 +304,7 @@ const STATUS_OF: Record<string, string> = {
 /**
  * Replays each job's retained events to its row. A history that still starts with `enqueued` is
  * whole (events are pruned oldest first) and goes through the engine's full replay
- * (test/support/history.ts); a pruned one must still end in the row's status. superseded_by must
+ * (scripts/lib/history.ts); a pruned one must still end in the row's status. superseded_by must
  * agree with the superseded event.
  */
 export function checkReplay(rows: Job[], events: HistoryEvent[]): Violation[] {

@@ -3,8 +3,9 @@ import type { Sql } from '../../queue/db.ts';
 /**
  * Replays each job's worker.job_events in order against the engine's state machine and reports
  * every place where history and the row disagree, or where two owners could have held the job at
- * once. Used by the chaos and database-fault tests: whatever the faults did, the history must be
- * one a correct engine could have written.
+ * once. Used by the chaos, database-fault and model tests and by `npm run soak`: whatever the
+ * faults did, the history must be one a correct engine could have written. A tool, not a test
+ * helper: tests may import tools, nothing outside test/ imports test/ (test/engine/layout.test.ts).
  */
 
 export interface HistoryEvent {
