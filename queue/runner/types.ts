@@ -1,0 +1,60 @@
+// The runner's public shapes, in a module of their own so that the claim loop, the step and its
+// lease share them without importing one another.
+import type { Alerts } from '../alerts.ts';
+import type { Sql } from '../db.ts';
+import type { JobRegistry } from '../registry.ts';
+
+export interface StepLogLine {
+  at: string;
+  jobId: string;
+  type: string;
+  step: string;
+  outcome: StepOutcome;
+  durationMs: number;
+  attempt: number;
+  error?: string;
+  /** Times the step's settle was written again after a database blip (absent when none). */
+  settleRetries?: number;
+}
+
+export type StepOutcome = 'done' | 'continued' | 'retried' | 'failed' | 'cancelled' | 'lost' | 'released';
+
+export interface Runner {
+  sql: Sql;
+  registry: JobRegistry;
+  /** Stored in locked_by: the invocation or process. */
+  workerId: string;
+  pool?: string | null;
+  alerts?: Alerts;
+  /** Steps run at once (claimed in one batch). */
+  concurrency?: number;
+  /** One JSON-able line per step; never includes payloads. */
+  log?: (line: StepLogLine) => void;
+  /** Pinned clock for tests; the database clock when absent. */
+  clock?: () => Date;
+  /**
+   * How long one claim round trip may go unanswered before runSteps gives up with an error
+   * (default 30 s): postgres.js 3.4.9 can leave a query on a connection reset by a database
+   * restart pending forever, which would wedge the runner instead of reporting the outage.
+   */
+  claimTimeoutMs?: number;
+}
+
+export interface RunOptions {
+  /** Stop claiming after this long; in-flight steps finish. */
+  budgetMs?: number;
+  /** Stop after this many steps. */
+  maxJobs?: number;
+  /** Shutdown: stop claiming; in-flight steps get `graceMs`, then are aborted and their leases released. */
+  signal?: AbortSignal;
+  graceMs?: number;
+  /**
+   * When nothing is due: look again later (a long-running worker); absent: return. This is the
+   * longest wait: right after work was found the runner looks again within 2 ms, doubling the wait
+   * while claims come back empty, so a steady trickle of jobs starts fast and an idle runner polls
+   * every idleWaitMs.
+   */
+  idleWaitMs?: number;
+}
+
+export type RunCounts = Record<StepOutcome, number> & { claimed: number };
