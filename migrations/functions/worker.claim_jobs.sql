@@ -1,0 +1,200 @@
+CREATE OR REPLACE FUNCTION worker.claim_jobs(p_worker text, p_pool text, p_limit integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_types text[] DEFAULT NULL::text[])
+ RETURNS SETOF worker.jobs
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+declare
+  v_now       timestamptz := coalesce(p_now, now());
+  v_cap       worker.pool_capacity;
+  v_budget    int;                 -- remaining pool weight; null = no capacity row for this pool
+  v_ids       uuid[];              -- this round's candidates, locked, in claim order
+  v_keys      text[];              -- their concurrency keys
+  v_full      text[] := '{}';      -- keys with no room for this claim: later walks skip them
+  v_lost      uuid[] := '{}';      -- candidates a round locked or picked but did not admit
+  v_admitted  uuid[] := '{}';
+  v_round     int := 0;
+  v_losses    int;                 -- cardinality(v_lost) when the round began
+  c           record;
+  cur         refcursor;
+  v_picked    uuid[];
+  v_spend     int;                 -- the walk's running total of picked weight
+  v_room      jsonb;               -- the walk's per-key room: limit - running - taken - picked
+  v_n         int;
+  v_running   jsonb;               -- per key: running jobs, counted under the key lock
+  v_taken     jsonb := '{}'::jsonb; -- per key: admitted in this claim
+  v_held      text[] := '{}';      -- concurrency keys this claim has locked
+  v_last      text;                -- the greatest of them: later waits are only for keys after it
+  v_got       text[];
+begin
+  if p_limit < 1 then return; end if;
+  if exists (select 1 from worker.jobs j where j.status = 'running' and j.locked_until < v_now) then
+    perform worker.rescue_expired_leases(p_limit, v_now);
+  end if;
+
+  if p_pool is not null then
+    select * into v_cap from worker.pool_capacity pc where pc.pool = p_pool for update;
+    if found then
+      if not v_cap.enabled then return; end if;
+      select v_cap.max_running_weight - coalesce(sum(w.cost), 0) into v_budget
+        from worker.jobs j join worker.weight_classes w on w.name = j.weight
+       where j.status = 'running' and j.running_pool = p_pool and j.locked_until >= v_now;
+      if v_budget <= 0 then return; end if;
+    end if;
+  end if;
+
+  loop
+    v_round := v_round + 1;
+    v_losses := cardinality(v_lost);
+    if v_round = 1 then
+      select array_agg(x.id order by x.priority, x.run_at),
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
+        into v_ids, v_keys
+        from (select j.id, j.priority, j.run_at, j.concurrency_key
+                from worker.jobs j
+               where j.status = 'queued' and j.run_at <= v_now
+                 and (j.pool is null or j.pool is not distinct from p_pool)
+                 and (p_types is null or j.type = any (p_types))
+                 and (v_budget is null or (select w.cost from worker.weight_classes w where w.name = j.weight) <= v_budget)
+                 and (j.concurrency_key is null or
+                      (select count(*) from worker.jobs r
+                        where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit)
+                 and (j.dedupe_key is null or j.started_at is not null or not exists (
+                       select 1 from worker.jobs a
+                        where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
+               order by j.priority, j.run_at
+               limit p_limit
+                 for update of j skip locked) x;
+      exit when v_ids is null;
+      if v_budget is null and v_keys is null then
+        v_admitted := v_ids;  -- the common case: no limits apply
+        exit;
+      end if;
+    else
+      -- The walk: claim order, without locks, skipping what earlier rounds ruled out; per key
+      -- at most the room its running jobs (this snapshot) and this claim's admissions leave.
+      v_picked := '{}';
+      v_spend := 0;
+      v_room := '{}'::jsonb;
+      open cur for
+        select j.id, j.concurrency_key, j.concurrency_limit, w.cost
+          from worker.jobs j join worker.weight_classes w on w.name = j.weight
+         where j.status = 'queued' and j.run_at <= v_now
+           and (j.pool is null or j.pool is not distinct from p_pool)
+           and (p_types is null or j.type = any (p_types))
+           and (v_budget is null or w.cost <= v_budget)
+           and j.id <> all (v_admitted) and j.id <> all (v_lost)
+           and (j.concurrency_key is null or (j.concurrency_key <> all (v_full) and
+                (select count(*) from worker.jobs r
+                  where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit))
+           and (j.dedupe_key is null or j.started_at is not null or not exists (
+                 select 1 from worker.jobs a
+                  where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
+         order by j.priority, j.run_at;
+      loop
+        fetch cur into c;
+        exit when not found;
+        continue when v_budget is not null and v_spend + c.cost > v_budget;
+        if c.concurrency_key is not null then
+          if not v_room ? c.concurrency_key then
+            select count(*) into v_n from worker.jobs r
+             where r.concurrency_key = c.concurrency_key and r.status = 'running' and r.locked_until >= v_now;
+            v_room := v_room || jsonb_build_object(c.concurrency_key,
+                        c.concurrency_limit - v_n - coalesce((v_taken->>c.concurrency_key)::int, 0));
+          end if;
+          continue when (v_room->>c.concurrency_key)::int <= 0;
+          v_room := v_room || jsonb_build_object(c.concurrency_key, (v_room->>c.concurrency_key)::int - 1);
+        end if;
+        v_picked := v_picked || c.id;
+        v_spend := v_spend + c.cost;
+        exit when cardinality(v_admitted) + cardinality(v_picked) >= p_limit
+               or (v_budget is not null and v_spend >= v_budget);
+      end loop;
+      close cur;
+      exit when cardinality(v_picked) = 0;
+      -- Lock the picks; one another claim locked first is lost to this claim.
+      select array_agg(x.id order by x.priority, x.run_at),
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
+        into v_ids, v_keys
+        from (select j.id, j.priority, j.run_at, j.concurrency_key
+                from worker.jobs j
+               where j.id = any (v_picked) and j.status = 'queued' and j.run_at <= v_now
+               order by j.priority, j.run_at
+                 for update of j skip locked) x;
+      v_lost := v_lost || array(select p from unnest(v_picked) p where p <> all (coalesce(v_ids, '{}')));
+      continue when v_ids is null;  -- all lost: walk again past them
+    end if;
+
+    if v_keys is not null then
+      -- Keys after the last one this claim holds (every key, in the first round) are waited for
+      -- in key order: all claims take key locks in one order, so no wait closes a cycle. The
+      -- insert matters only for a job written without the enqueue functions (0060 creates the
+      -- key row with the job).
+      insert into worker.concurrency_keys (key)
+      select k from unnest(v_keys) k where v_last is null or k > v_last order by k
+      on conflict do nothing;
+      perform 1 from worker.concurrency_keys k
+       where k.key = any (v_keys) and (v_last is null or k.key > v_last) order by k.key for update;
+      -- Keys before it are taken only if free; one another claim holds is full for this claim.
+      if v_last is not null then
+        select coalesce(array_agg(l.key), '{}') into v_got
+          from (select k.key from worker.concurrency_keys k
+                 where k.key = any (v_keys) and k.key < v_last and k.key <> all (v_held)
+                 order by k.key for update skip locked) l;
+        v_full := v_full || array(select k from unnest(v_keys) k where k < v_last and k <> all (v_held) and k <> all (v_got));
+        v_held := v_held || v_got;
+      end if;
+      v_held := v_held || array(select k from unnest(v_keys) k where v_last is null or k > v_last);
+      v_last := (select max(k) from unnest(v_held) k);
+      -- Running jobs per key, counted now that the keys are locked: no other claim can add one.
+      select coalesce(jsonb_object_agg(r.concurrency_key, r.n), '{}'::jsonb) into v_running
+        from (select j.concurrency_key, count(*) as n from worker.jobs j
+               where j.concurrency_key = any (v_keys) and j.concurrency_key = any (v_held)
+                 and j.status = 'running' and j.locked_until >= v_now
+               group by j.concurrency_key) r;
+    end if;
+
+    for c in select j.id, j.concurrency_key, j.concurrency_limit, w.cost
+               from unnest(v_ids) with ordinality u(id, ord)
+               join worker.jobs j on j.id = u.id
+               join worker.weight_classes w on w.name = j.weight
+              order by u.ord loop
+      if (v_budget is not null and c.cost > v_budget) or cardinality(v_admitted) >= p_limit then
+        v_lost := v_lost || c.id;
+        continue;
+      end if;
+      if c.concurrency_key is not null then
+        if c.concurrency_key = any (v_full) or c.concurrency_key <> all (v_held)
+           or coalesce((v_running->>c.concurrency_key)::int, 0) + coalesce((v_taken->>c.concurrency_key)::int, 0) >= c.concurrency_limit then
+          v_full := v_full || c.concurrency_key;
+          v_lost := v_lost || c.id;
+          continue;
+        end if;
+        v_taken := v_taken || jsonb_build_object(c.concurrency_key, coalesce((v_taken->>c.concurrency_key)::int, 0) + 1);
+      end if;
+      v_admitted := v_admitted || c.id;
+      if v_budget is not null then v_budget := v_budget - c.cost; end if;
+    end loop;
+    -- A round that lost nothing admitted all it found: the queue has no more for this claim.
+    exit when cardinality(v_admitted) >= p_limit or v_budget <= 0 or cardinality(v_lost) = v_losses;
+  end loop;
+
+  if cardinality(v_admitted) = 0 then return; end if;
+  return query
+    with upd as (
+      update worker.jobs j
+         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+             lease_token = gen_random_uuid(),
+             locked_until = v_now + make_interval(secs => t.lease_ms / 1000.0),
+             running_pool = p_pool, claimed_at = v_now, started_at = coalesce(j.started_at, v_now)
+        from worker.job_types t
+       where j.id = any (v_admitted) and t.type = j.type
+      returning j.*
+    ), ev as (
+      insert into worker.job_events (job_id, at, kind, detail)
+      select u.id, v_now, 'claimed', jsonb_build_object('owner', u.locked_by, 'token', u.lease_token,
+             'attempt', u.attempts, 'step', u.step, 'lockedUntil', u.locked_until)
+        from upd u
+    )
+    select * from upd order by priority, run_at;
+end $function$
+;

@@ -1,0 +1,63 @@
+CREATE OR REPLACE FUNCTION worker.enqueue_jobs(p_jobs jsonb, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now  timestamptz := coalesce(p_now, now());
+  v_rows worker.jobs[] := '{}';
+  v_p    record;
+  e      jsonb;
+  i      int := 0;
+  m text; c text; s text;
+begin
+  if jsonb_typeof(p_jobs) <> 'array' then
+    raise exception 'jobs must be an array' using errcode = 'SB400', column = 'jobs';
+  end if;
+  -- Jobs without keys need no per-row race handling: prepare them all, then insert them in one
+  -- statement.
+  if not exists (select 1 from jsonb_array_elements(p_jobs) x
+                  where jsonb_typeof(x) = 'object'
+                    and (x->>'dedupeKey' is not null or x->>'submitKey' is not null)) then
+    for e in select value from jsonb_array_elements(p_jobs) loop
+      begin
+        select * into v_p from worker.prepare_enqueue_element(e, v_now);
+        v_rows := array_append(v_rows, v_p.job);
+      exception when sqlstate 'SB400' then
+        get stacked diagnostics m = message_text, c = column_name;
+        raise exception 'jobs[%]: %', i, m using errcode = 'SB400', column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
+      end;
+      i := i + 1;
+    end loop;
+    insert into worker.concurrency_keys (key)
+    select distinct r.concurrency_key from unnest(v_rows) r where r.concurrency_key is not null order by 1
+    on conflict do nothing;
+    return query
+      with input as (
+        select r.* from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
+      ), ins as (
+        insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
+                                 concurrency_key, concurrency_limit, created_at)
+        select i.id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.pool, i.weight,
+               i.concurrency_key, i.concurrency_limit, i.created_at
+          from input i order by i.ordinality
+        returning *
+      ), ev as (
+        insert into worker.job_events (job_id, at, kind, detail)
+        select ins.id, v_now, 'enqueued', jsonb_build_object('batch', true, 'runAt', ins.run_at) from ins
+      )
+      select to_jsonb(ins) || jsonb_build_object('_duplicate', false) from ins
+        join input i on i.id = ins.id order by i.ordinality;
+    return;
+  end if;
+  for e in select value from jsonb_array_elements(p_jobs) loop
+    begin
+      select * into v_p from worker.prepare_enqueue_element(e, v_now);
+      return next worker.enqueue_prepared(v_p.job, v_p.request, v_now);
+    exception when sqlstate 'SB400' or sqlstate 'SB409' then
+      get stacked diagnostics m = message_text, c = column_name, s = returned_sqlstate;
+      raise exception 'jobs[%]: %', i, m using errcode = s, column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
+    end;
+    i := i + 1;
+  end loop;
+end $function$
+;
