@@ -13,4 +13,5 @@ export * from './alerts.ts';
 export * from './registry.ts';
 export * from './runner.ts';
 export * from './inspect.ts';
+export * from './jobs-query.ts';
 export { sampleJobTypes } from './samples.ts';

@@ -1,5 +1,6 @@
 import type { Queryable } from '../../queue/db.ts';
-import type { AccountLogObjects } from '../jobs/cleanup.ts';
+import { jobIdsByPayloadField } from '../../queue/jobs-query.ts';
+import type { AccountLogObjects } from '../ports/account-log-objects.ts';
 import { archiveKey } from './r2-log-archive.ts';
 
 /** The slice of the R2 binding this needs, declared structurally (see LogBucket). */
@@ -17,13 +18,10 @@ export class R2AccountLogObjects implements AccountLogObjects {
   constructor(private readonly sql: Queryable, private readonly bucket: DeletableBucket) {}
 
   async list(accountId: string, limit: number): Promise<string[]> {
-    const rows = await this.sql`
-      select j.id from worker.jobs j
-       where j.type = 'build'
-         and j.payload->>'serviceId' in (select s.id from platform.services s where s.account_id = ${accountId})
-       order by j.created_at
-       limit ${limit}`;
-    return rows.map((r) => archiveKey(r.id as string));
+    const services = await this.sql`select s.id from platform.services s where s.account_id = ${accountId}`;
+    const serviceIds = services.map((s) => String(s.id));
+    const buildIds = await jobIdsByPayloadField(this.sql, { type: 'build', field: 'serviceId', values: serviceIds, limit });
+    return buildIds.map(archiveKey);
   }
 
   async delete(keys: string[]): Promise<void> {

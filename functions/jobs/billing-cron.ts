@@ -2,7 +2,8 @@ import { z } from 'zod';
 import type { Queryable } from '../../queue/db.ts';
 import { enqueueBatch } from '../../queue/enqueue.ts';
 import { PermanentError } from '../../queue/errors.ts';
-import type { Json, JsonObject } from '../../queue/job.ts';
+import type { Json, JobStatus, JsonObject } from '../../queue/job.ts';
+import { jobsBySubmitKeys, jobStatusCountsBySubmitKeys } from '../../queue/jobs-query.ts';
 import { defineJobType, done, next, type JobType } from '../../queue/registry.ts';
 import { isPeriod, periodBounds } from '../lib/billing-calc.ts';
 import { INVOICE_ACCOUNT, invoiceSubmitKey } from './invoice-account.ts';
@@ -54,40 +55,49 @@ export interface BillingRunSummary {
   failures: { accountId: string; jobId: string; error: string | null }[];
 }
 
+/** The statuses an invoice job that did not invoice ends in. */
+const FAILED_STATUSES: readonly JobStatus[] = ['failed', 'cancelled', 'oom_killed'];
+
+/** The submit keys of the period's invoice jobs, in account id order. */
+async function invoiceSubmitKeys(sql: Queryable, period: string): Promise<{ accountId: string; submitKey: string }[]> {
+  const rows = await sql`select b.id, b.submit_key from (${billableAccounts(sql, period)}) b order by b.id`;
+  return rows.map((r) => ({ accountId: String(r.id), submitKey: String(r.submit_key) }));
+}
+
 async function settledCounts(sql: Queryable, period: string): Promise<{ pending: number; settled: number }> {
-  const [row] = await sql`
-    with billable as (${billableAccounts(sql, period)})
-    select count(*) filter (where j.status in ('queued', 'running'))::int as pending,
-           count(*) filter (where j.status not in ('queued', 'running'))::int as settled
-      from billable b join worker.jobs j on j.submit_key = b.submit_key`;
-  return { pending: row!.pending as number, settled: row!.settled as number };
+  const keys = await invoiceSubmitKeys(sql, period);
+  const counts = await jobStatusCountsBySubmitKeys(sql, keys.map((k) => k.submitKey));
+  const pending = counts.queued + counts.running;
+  const settled = Object.values(counts).reduce((a, b) => a + b, 0) - pending;
+  return { pending, settled };
 }
 
 async function runSummary(sql: Queryable, period: string): Promise<BillingRunSummary> {
-  const [counts] = await sql`
+  const [invoices] = await sql`
     with billable as (${billableAccounts(sql, period)})
     select count(*)::int as accounts,
            count(*) filter (where i.status in ('open', 'paid', 'uncollectible', 'void'))::int as invoiced,
            count(*) filter (where i.status = 'no_charge')::int as no_charge,
-           count(*) filter (where j.status in ('failed', 'cancelled', 'oom_killed'))::int as failed,
            coalesce(sum(i.total_cents) filter (where i.status in ('open', 'paid', 'uncollectible')), 0)::bigint as total_cents
       from billable b
-      left join worker.jobs j on j.submit_key = b.submit_key
       left join platform.invoices i on i.account_id = b.id and i.period = ${period}`;
-  const failures = await sql`
-    with billable as (${billableAccounts(sql, period)})
-    select b.id as account_id, j.id as job_id, j.last_error
-      from billable b join worker.jobs j on j.submit_key = b.submit_key
-     where j.status in ('failed', 'cancelled', 'oom_killed')
-     order by b.id limit ${MAX_LISTED_FAILURES}`;
+  const keys = await invoiceSubmitKeys(sql, period);
+  const submitKeys = keys.map((k) => k.submitKey);
+  const counts = await jobStatusCountsBySubmitKeys(sql, submitKeys);
+  const failed = new Map((await jobsBySubmitKeys(sql, submitKeys, { statuses: FAILED_STATUSES, limit: MAX_LISTED_FAILURES })).map((j) => [j.submitKey, j]));
+  // In account id order: the keys' order, which the jobs query keeps.
+  const failures = keys.flatMap(({ accountId, submitKey }) => {
+    const job = failed.get(submitKey);
+    return job ? [{ accountId, jobId: job.id, error: job.lastError }] : [];
+  });
   return {
     period,
-    accounts: counts!.accounts as number,
-    invoiced: counts!.invoiced as number,
-    noCharge: counts!.no_charge as number,
-    failed: counts!.failed as number,
-    totalCents: Number(counts!.total_cents),
-    failures: failures.map((f) => ({ accountId: f.account_id as string, jobId: f.job_id as string, error: f.last_error as string | null })),
+    accounts: Number(invoices!.accounts),
+    invoiced: Number(invoices!.invoiced),
+    noCharge: Number(invoices!.no_charge),
+    failed: FAILED_STATUSES.reduce((n, s) => n + counts[s], 0),
+    totalCents: Number(invoices!.total_cents),
+    failures,
   };
 }
 

@@ -2,7 +2,9 @@ import { z } from 'zod';
 import type { Queryable } from '../../queue/db.ts';
 import { PermanentError } from '../../queue/errors.ts';
 import type { JsonObject } from '../../queue/job.ts';
+import { jobIdsInStatus } from '../../queue/jobs-query.ts';
 import { defineJobType, done, next, type JobType, type StepContext } from '../../queue/registry.ts';
+import type { AccountLogObjects } from '../ports/account-log-objects.ts';
 
 /**
  * cleanup: the sweeps the cleanup Cron Trigger runs (every 15 minutes).
@@ -49,13 +51,7 @@ export interface CloudInventory {
   delete(resource: Pick<CloudResource, 'type' | 'id'>): Promise<void>;
 }
 
-/** An account's log objects (build logs in R2). */
-export interface AccountLogObjects {
-  /** Up to `limit` keys of the account's objects. */
-  list(accountId: string, limit: number): Promise<string[]>;
-  /** Delete objects; keys that are gone are not an error. */
-  delete(keys: string[]): Promise<void>;
-}
+export type { AccountLogObjects } from '../ports/account-log-objects.ts';
 
 /** A table whose rows own cloud resources: a resource is owned while a live row's tag is on it. */
 export interface ResourceOwnerTable {
@@ -134,17 +130,20 @@ interface SweepContext {
 
 const MAX_LISTED_ACTIONS = 200;
 
+/** A row whose provisioning job ended in one of these owns nothing (see ownerJobColumn). */
+const ENDED_UNSUCCESSFULLY = ['failed', 'oom_killed', 'cancelled'] as const;
+
 async function liveOwnerTags(sql: Queryable, owners: ResourceOwnerTable[], tags: string[]): Promise<Set<string>> {
   const owned = new Set<string>();
   if (tags.length === 0) return owned;
   for (const o of owners) {
     const rows = await sql`
-      select r.${sql(o.tagColumn)} as tag from ${sql(o.table)} r
+      select r.${sql(o.tagColumn)} as tag${o.ownerJobColumn ? sql`, r.${sql(o.ownerJobColumn)}::text as owner_job` : sql``} from ${sql(o.table)} r
        where r.${sql(o.tagColumn)} = any(${tags}::text[])
-         ${o.deadStatus ? sql`and r.${sql(o.deadStatus.column)} is distinct from ${o.deadStatus.value}` : sql``}
-         ${o.ownerJobColumn ? sql`and not exists (select 1 from worker.jobs j where j.id = r.${sql(o.ownerJobColumn)}
-                                                    and j.status in ('failed', 'oom_killed', 'cancelled'))` : sql``}`;
-    for (const r of rows) owned.add(r.tag as string);
+         ${o.deadStatus ? sql`and r.${sql(o.deadStatus.column)} is distinct from ${o.deadStatus.value}` : sql``}`;
+    const ownerJobs = rows.flatMap((r) => (r.owner_job == null ? [] : [String(r.owner_job)]));
+    const ended = o.ownerJobColumn ? await jobIdsInStatus(sql, ownerJobs, ENDED_UNSUCCESSFULLY) : new Set<string>();
+    for (const r of rows) if (r.owner_job == null || !ended.has(String(r.owner_job))) owned.add(String(r.tag));
   }
   return owned;
 }

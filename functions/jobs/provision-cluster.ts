@@ -17,7 +17,8 @@ import { z } from 'zod';
 import type { Queryable, Sql } from '../../queue/db.ts';
 import { enqueue, type EnqueueResult } from '../../queue/enqueue.ts';
 import { ConflictError, NotFoundError, PermanentError } from '../../queue/errors.ts';
-import { isJobId, type Job } from '../../queue/job.ts';
+import type { Job } from '../../queue/job.ts';
+import { jobTypeOf } from '../../queue/jobs-query.ts';
 import { resumeJob } from '../../queue/manual.ts';
 import { done, next, type JobType, type StepContext } from '../../queue/registry.ts';
 import type { CloudProvider, Droplet } from '../ports/cloud-provider.ts';
@@ -125,8 +126,7 @@ export async function enqueueProvisionCluster(sql: Queryable, request: Provision
  * NotFoundError (404) for an unknown cluster; ConflictError (409) when it is not waiting there.
  */
 export async function resumeBootstrappedCluster(sql: Sql, clusterId: string, options: { now?: Date } = {}): Promise<Job> {
-  const [row] = isJobId(clusterId) ? await sql`select type from worker.jobs where id = ${clusterId}` : [];
-  if (!row || row.type !== PROVISION_CLUSTER) throw new NotFoundError(`no cluster ${clusterId}`);
+  if ((await jobTypeOf(sql, clusterId)) !== PROVISION_CLUSTER) throw new NotFoundError(`no cluster ${clusterId}`);
   return resumeJob(sql, clusterId, AWAITING_BOOTSTRAP, options);
 }
 
