@@ -11,7 +11,7 @@ export interface DeletableBucket {
 /**
  * An account's build-log objects in R2. Archive keys are per build (`builds/<buildJobId>.log`), so
  * the account's builds are found through its services' build jobs. A build job already pruned
- * from worker.jobs (7 days after it finished, by default) can no longer be tied to its account:
+ * by the engine (7 days after it finished, by default) can no longer be tied to its account:
  * its object stays until a bucket lifecycle rule expires it — set one (e.g. 90 days on `builds/`).
  */
 export class R2AccountLogObjects implements AccountLogObjects {
