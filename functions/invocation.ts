@@ -1,4 +1,4 @@
-import { LogAlerts, runSteps, type Alerts, type JobRegistry, type RunCounts, type Sql } from '../queue/index.ts';
+import { LogAlerts, nextDueInMs, runSteps, type Alerts, type JobRegistry, type RunCounts, type Sql } from '../queue/index.ts';
 import { WebhookAlerts } from './adapters/webhook-alerts.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { scrubText } from './lib/redact.ts';
@@ -54,7 +54,7 @@ export function envSecrets(env: WorkerEnv): string[] {
   return [...new Set([...values, ...values.map((v) => JSON.stringify(v).slice(1, -1))])].sort((a, b) => b.length - a.length);
 }
 
-// Registries are synced to worker.job_types once per isolate and database.
+// Registries are synced to the engine's job types once per isolate and database.
 const syncedDatabases = new Set<string>();
 
 export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
@@ -114,14 +114,7 @@ export async function drain(inv: Invocation, budgetMs: number): Promise<RunCount
     for (const k of Object.keys(total) as Array<keyof RunCounts>) total[k] += counts[k];
     const left = deadline - Date.now();
     if (left <= 0) return total;
-    const [next] = await inv.sql`
-      -- null when nothing is queued (greatest() would turn the null into 0). A parked job's run_at
-      -- is 'infinity' and never falls due: it is left out, because Postgres 15 and 16 raise
-      -- "cannot subtract infinite timestamps" on 'infinity' - now() (17 returns an infinite interval).
-      select (extract(epoch from min(run_at) - now()) * 1000)::float8 as due_in_ms
-        from worker.jobs
-       where status = 'queued' and run_at < 'infinity' and (pool is null or pool = ${inv.config.pool})`;
-    const dueIn = next?.due_in_ms as number | null;
+    const dueIn = await nextDueInMs(inv.sql, inv.config.pool);
     if (dueIn === null || dueIn >= left) return total;
     // due now yet nothing was claimed: blocked (behind its dedupe key, at a limit), not waiting for time
     if (dueIn <= 0 && counts.claimed === 0) return total;

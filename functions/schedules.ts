@@ -1,22 +1,16 @@
-import { Cron } from 'croner';
-import { enqueue, type JsonObject, type Queryable, type Sql } from '../queue/index.ts';
+import type { Schedule } from '../queue/index.ts';
 
 /**
- * Cron schedules whose slots must run exactly once. Cloudflare Cron Triggers are at-least-once
- * and may overlap or (rarely) be missed: each slot is enqueued with a unique submit key, so a
- * repeated trigger is a no-op, and the tick backfills the latest slot if its trigger never came.
+ * The Worker's cron schedules. Cloudflare Cron Triggers are at-least-once and may overlap or
+ * (rarely) be missed; the engine (queue/schedules.ts) enqueues each slot exactly once and
+ * backfills a missed one. This file only lists the schedules and wires them to the engine.
  */
+export {
+  backfillSlots, checkSchedules, CronSpecError, enqueueSlot, latestSlot, syncSchedules, type Schedule, type SlotResult,
+} from '../queue/index.ts';
+
 /** The per-minute tick's Cron Trigger (wrangler.toml). */
 export const TICK_CRON = '* * * * *';
-
-export interface Schedule {
-  name: string;
-  cron: string;
-  type: string;
-  /** The slot's unique key, e.g. billing_cron:2026-11. */
-  slotKey(slot: Date): string;
-  payload(slot: Date): JsonObject;
-}
 
 /** The month before the slot's month: billing at 00:00 on the 1st bills the month that just ended. */
 export function previousMonth(slot: Date): string {
@@ -43,154 +37,4 @@ export const SCHEDULES: readonly Schedule[] = [
 
 export function scheduleForCron(cron: string): Schedule | undefined {
   return SCHEDULES.find((s) => s.cron === cron);
-}
-
-/** A schedule whose cron spec does not parse: names the schedule, the spec and the parser's reason. */
-export class CronSpecError extends Error {
-  constructor(readonly schedule: string, readonly spec: string, reason: string) {
-    super(`schedule ${schedule} has an invalid cron spec ${JSON.stringify(spec)}: ${reason}`);
-    this.name = 'CronSpecError';
-  }
-}
-
-/**
- * The latest slot at or before `at` (a trigger firing exactly on its slot belongs to that slot);
- * null when the spec has no slot (e.g. 30 February). A spec that does not parse throws CronSpecError.
- */
-export function latestSlot(schedule: Pick<Schedule, 'cron'> & { name?: string }, at: Date): Date | null {
-  let cron: Cron;
-  try {
-    cron = new Cron(schedule.cron, { timezone: 'UTC', paused: true });
-  } catch (error) {
-    throw new CronSpecError(schedule.name ?? '(unnamed)', schedule.cron, error instanceof Error ? error.message : String(error));
-  }
-  return cron.previousRuns(1, new Date(at.getTime() + 1000))[0] ?? null;
-}
-
-/** latestSlot, with a bad spec reported to `invalid` instead of thrown: one bad schedule must not stop the others. */
-function slotOrReport(schedule: Schedule, at: Date, invalid: Map<string, string>): Date | null {
-  try {
-    return latestSlot(schedule, at);
-  } catch (error) {
-    if (!(error instanceof CronSpecError)) throw error;
-    invalid.set(schedule.name, error.message);
-    return null;
-  }
-}
-
-/** Record a schedule (idempotent), so the dead-man check knows since when it exists. */
-async function syncSchedule(sql: Queryable, s: Schedule): Promise<void> {
-  await sql`insert into worker.schedules (name, cron, job_type) values (${s.name}, ${s.cron}, ${s.type})
-            on conflict (name) do update set cron = excluded.cron, job_type = excluded.job_type
-            where (worker.schedules.cron, worker.schedules.job_type) is distinct from (excluded.cron, excluded.job_type)`;
-}
-
-export async function syncSchedules(sql: Sql, schedules: readonly Schedule[] = SCHEDULES): Promise<void> {
-  for (const s of schedules) await syncSchedule(sql, s);
-}
-
-export interface SlotResult {
-  schedule: string;
-  slotKey: string;
-  jobId: string;
-  /** False when this slot already had its job (a repeated or overlapping trigger). */
-  created: boolean;
-}
-
-/** Enqueue the job of one slot, exactly once however often it is called. */
-export async function enqueueSlot(sql: Sql, schedule: Schedule, slot: Date): Promise<SlotResult> {
-  return (await sql.begin(async (tx) => {
-    await syncSchedule(tx, schedule);
-    const { job, duplicate } = await enqueue(tx, {
-      type: schedule.type,
-      payload: schedule.payload(slot),
-      submitKey: schedule.slotKey(slot),
-      priority: 10,
-    });
-    await tx`insert into worker.schedule_runs (schedule, slot_at, job_id) values (${schedule.name}, ${slot}, ${job.id})
-             on conflict do nothing`;
-    await tx`update worker.schedules set last_slot_at = greatest(last_slot_at, ${slot}::timestamptz) where name = ${schedule.name}`;
-    return { schedule: schedule.name, slotKey: schedule.slotKey(slot), jobId: job.id, created: !duplicate };
-  })) as SlotResult;
-}
-
-/**
- * For each schedule, enqueue its latest slot if that slot is within the backfill window. A
- * schedule with an invalid spec is skipped (checkSchedules reports it); the others still run.
- */
-export async function backfillSlots(sql: Sql, now: Date, windowMs: number, schedules: readonly Schedule[] = SCHEDULES): Promise<SlotResult[]> {
-  const created: SlotResult[] = [];
-  for (const schedule of schedules) {
-    const slot = slotOrReport(schedule, now, new Map());
-    if (!slot || now.getTime() - slot.getTime() > windowMs) continue;
-    const [known] = await sql`select 1 from worker.schedule_runs where schedule = ${schedule.name} and slot_at = ${slot}`;
-    if (known) continue;
-    const result = await enqueueSlot(sql, schedule, slot);
-    if (result.created) created.push(result);
-  }
-  return created;
-}
-
-/**
- * The dead-man check: record each schedule's latest successful slot, then open a
- * schedule_missed alert for a schedule whose slot due `graceMs` ago has not succeeded (and
- * resolve it once one has). A schedule whose spec does not parse opens a schedule_invalid alert
- * naming the spec and the reason, and is listed in `invalid`; the alert is resolved by the first
- * check that finds the spec valid again (or the schedule gone). `resolved` counts both kinds.
- */
-export async function checkSchedules(
-  sql: Sql,
-  now: Date,
-  graceMs: number,
-  schedules: readonly Schedule[] = SCHEDULES,
-): Promise<{ missed: string[]; resolved: number; invalid: string[] }> {
-  await sql`
-    update worker.schedules s
-       set last_success_slot_at = x.slot_at, last_success_at = x.finished_at
-      from (select distinct on (r.schedule) r.schedule, r.slot_at, j.finished_at
-              from worker.schedule_runs r join worker.jobs j on j.id = r.job_id
-             where j.status = 'done'
-             order by r.schedule, r.slot_at desc) x
-     where x.schedule = s.name and x.slot_at > coalesce(s.last_success_slot_at, '-infinity'::timestamptz)`;
-  const rows = await sql`select name, created_at, last_success_slot_at from worker.schedules`;
-  const missed: string[] = [];
-  const invalid = new Map<string, string>();
-  let resolved = 0;
-  for (const row of rows) {
-    const schedule = schedules.find((s) => s.name === row.name);
-    if (!schedule) continue;
-    const due = slotOrReport(schedule, new Date(now.getTime() - graceMs), invalid);
-    if (invalid.has(schedule.name)) {
-      await sql`
-        insert into worker.alerts (kind, key, message, detail, opened_at, last_seen_at)
-        values ('schedule_invalid', ${schedule.name}, ${invalid.get(schedule.name)!}, ${sql.json({ cron: schedule.cron })}, ${now}, ${now})
-        on conflict (kind, key) where resolved_at is null
-        do update set last_seen_at = excluded.last_seen_at, occurrences = worker.alerts.occurrences + 1`;
-      continue;
-    }
-    const since = (row.last_success_slot_at as Date | null) ?? (row.created_at as Date);
-    if (due && due.getTime() > since.getTime()) {
-      missed.push(schedule.name);
-      await sql`
-        insert into worker.alerts (kind, key, message, detail, opened_at, last_seen_at)
-        values ('schedule_missed', ${schedule.name},
-                ${`schedule ${schedule.name} (${schedule.cron}) has not succeeded for its slot of ${due.toISOString()}`},
-                ${sql.json({ due: due.toISOString(), lastSuccessSlot: (row.last_success_slot_at as Date | null)?.toISOString() ?? null })},
-                ${now}, ${now})
-        on conflict (kind, key) where resolved_at is null
-        do update set last_seen_at = excluded.last_seen_at, occurrences = worker.alerts.occurrences + 1`;
-    } else {
-      const done = await sql`update worker.alerts set resolved_at = ${now}
-                              where kind = 'schedule_missed' and key = ${schedule.name} and resolved_at is null returning id`;
-      resolved += done.length;
-    }
-  }
-  // A spec that parses again (or a schedule no longer defined) closes its schedule_invalid alert.
-  const fixed = await sql`
-    update worker.alerts set resolved_at = ${now}
-     where kind = 'schedule_invalid' and resolved_at is null
-       and key not in (select jsonb_array_elements_text(${sql.json([...invalid.keys()])}::jsonb))
-    returning id`;
-  resolved += fixed.length;
-  return { missed, resolved, invalid: [...invalid.keys()] };
 }

@@ -1,5 +1,6 @@
 import {
-  alertStuckJobs, alertUnclaimedJobs, claimLeaderLease, deliverPendingAlerts, pruneFinished, rescueExpiredLeases, type LeaderLease, type RunCounts,
+  alertStuckJobs, alertUnclaimedJobs, checkLeaderChurn, claimLeaderLease, deliverPendingAlerts, pruneFinished, raiseAlert, recordDepthSnapshot,
+  rescueExpiredLeases, resolveAlerts, rollupJobEvents, type LeaderLease, type RunCounts,
 } from '../queue/index.ts';
 import { drain, type Invocation } from './invocation.ts';
 import { backfillSlots, checkSchedules, SCHEDULES, syncSchedules, type Schedule } from './schedules.ts';
@@ -80,10 +81,10 @@ export async function runTick(inv: Invocation, now: Date, options: TickOptions =
         failedRetentionMs: config.failedRetentionMs,
         eventRetentionMs: config.eventRetentionMs,
       }));
-    await pass('leaderChurn', async () => (await sql`select * from worker.check_leader_churn(${LEADER_CHURN.maxChanges}, ${LEADER_CHURN.windowMs})`)[0]);
-    await pass('eventsRolledUp', async () => (await sql`select worker.rollup_job_events() as n`)[0]!.n);
+    await pass('leaderChurn', () => checkLeaderChurn(sql, LEADER_CHURN));
+    await pass('eventsRolledUp', () => rollupJobEvents(sql));
     await pass('depthSnapshot', async () => {
-      await sql`select worker.record_depth_snapshot(${now})`;
+      await recordDepthSnapshot(sql, now);
       return true;
     });
     // Last but one, so this tick's alerts (a failed pass's among them) go out now. A webhook that
@@ -91,9 +92,7 @@ export async function runTick(inv: Invocation, now: Date, options: TickOptions =
     await pass('alertsSent', () => deliverPendingAlerts(sql, inv.alerts));
     // The passes that succeeded close their alert from an earlier tick (one statement for all).
     const succeeded = MAINTENANCE_PASSES.filter((p) => !failed.includes(p));
-    await sql`update worker.alerts set resolved_at = ${now}
-               where kind = ${MAINTENANCE_FAILED} and resolved_at is null
-                 and key in (select jsonb_array_elements_text(${sql.json(succeeded)}::jsonb))`.catch((error: unknown) => {
+    await resolveAlerts(sql, { kind: MAINTENANCE_FAILED, keys: succeeded, now }).catch((error: unknown) => {
       inv.log({ level: 'error', msg: 'resolving maintenance alerts failed', error: errorText(error) });
     });
     maintenance = results;
@@ -111,13 +110,15 @@ async function recordPassFailure(inv: Invocation, name: MaintenancePass, error: 
   const message = inv.scrub(`maintenance pass ${name} failed: ${errorText(error)}`);
   const code = (error as { code?: unknown } | null)?.code;
   inv.log({ level: 'error', msg: 'maintenance pass failed', pass: name, error: errorText(error), ...(typeof code === 'string' ? { code } : {}) });
-  await inv.sql`
-    insert into worker.alerts (kind, key, message, detail, opened_at, last_seen_at)
-    values (${MAINTENANCE_FAILED}, ${name}, ${message}, ${inv.sql.json({ pass: name, ...(typeof code === 'string' ? { code } : {}) })}, ${now}, ${now})
-    on conflict (kind, key) where resolved_at is null
-    do update set last_seen_at = excluded.last_seen_at, message = excluded.message, occurrences = worker.alerts.occurrences + 1`
-    .catch((alertError: unknown) => {
-      // the database itself may be what failed: the log line above is the record then
-      inv.log({ level: 'error', msg: 'recording a maintenance failure failed', pass: name, error: errorText(alertError) });
-    });
+  await raiseAlert(inv.sql, {
+    kind: MAINTENANCE_FAILED,
+    key: name,
+    message,
+    detail: { pass: name, ...(typeof code === 'string' ? { code } : {}) },
+    refreshMessage: true,
+    now,
+  }).catch((alertError: unknown) => {
+    // the database itself may be what failed: the log line above is the record then
+    inv.log({ level: 'error', msg: 'recording a maintenance failure failed', pass: name, error: errorText(alertError) });
+  });
 }
