@@ -44,6 +44,11 @@ export interface SettleRetryScope {
   readonly signal: AbortSignal;
   /** Counts the retries (for the step's log line). */
   retried(): void;
+  /**
+   * Local time (Date.now()) until which the lease is known held; it may move later while a try
+   * runs (the heartbeat). A try still unanswered then is abandoned.
+   */
+  heldUntil: number;
 }
 
 /**
@@ -54,8 +59,9 @@ export interface SettleRetryScope {
 export async function writeSettle<T>(scope: SettleRetryScope, write: () => Promise<T>, random: () => number = Math.random): Promise<T> {
   for (let tries = 1; ; tries++) {
     try {
-      return await write();
+      return await answeredWhileHeld(scope, write());
     } catch (error) {
+      if (error instanceof SettleFailed) throw error;
       if (!isTransientDatabaseError(error)) throw error;
       const d = Math.min(SETTLE_RETRY_MAX_MS, SETTLE_RETRY_FIRST_MS * 2 ** (tries - 1));
       const wait = Math.round(d / 2 + random() * (d / 2));
@@ -65,6 +71,26 @@ export async function writeSettle<T>(scope: SettleRetryScope, write: () => Promi
       if (!scope.mayRetry(Date.now())) throw new SettleFailed(error, tries);
     }
   }
+}
+
+/**
+ * The try's answer, or SettleFailed once the lease is no longer known held without one. A driver
+ * can leave a query on a cut connection unanswered for as long as its connect timeout (30 s);
+ * past the lease the rescue may hand the job on, so waiting longer only keeps a runner that
+ * should report the outage from reporting it. Whatever the abandoned query does later is fenced.
+ */
+function answeredWhileHeld<T>(scope: SettleRetryScope, attempt: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const unanswered = new Promise<never>((_, reject) => {
+    const check = () => {
+      const left = scope.heldUntil - Date.now();
+      if (left > 0) timer = setTimeout(check, left);
+      else reject(new SettleFailed(Object.assign(new Error('the database did not answer the settle while the lease was held'), { code: 'SETTLE_TIMEOUT' }), 1));
+    };
+    check();
+  });
+  attempt.catch(() => {}); // an abandoned try's late error has no one to tell
+  return Promise.race([attempt, unanswered]).finally(() => clearTimeout(timer));
 }
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {

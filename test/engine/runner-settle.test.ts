@@ -4,6 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import {
   connect, defineJobType, done, enqueue, getJob, JobRegistry, next, rescueExpiredLeases, runSteps, type Sql, type StepLogLine,
 } from '../../queue/index.ts';
+import { SettleFailed, writeSettle } from '../../queue/runner/settle-retry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
 /**
@@ -187,5 +188,26 @@ describe('a database blip while a finished step settles', () => {
     const after = (await getJob(db.sql, job.id))!;
     expect(after.job).toMatchObject({ status: 'running' });
     await db.sql`update worker.jobs set status = 'cancelled', finished_at = now(), locked_until = null, running_pool = null where id = ${job.id}`;
+  });
+});
+
+describe('a settle the database never answers', () => {
+  it('is abandoned as SettleFailed once the lease is no longer known held, not awaited for the driver’s 30 s', async () => {
+    const scope = { heldUntil: Date.now() + 200, signal: new AbortController().signal, mayRetry: () => true, retried: () => {} };
+    const unanswered = new Promise<never>(() => {}); // a query on a cut connection
+    const error = await writeSettle(scope, () => unanswered).then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(SettleFailed);
+    expect((error as SettleFailed).message).toMatch(/did not answer the settle while the lease was held/);
+  });
+
+  it('keeps waiting while the heartbeat moves the lease on, and takes the answer that comes', async () => {
+    const scope = { heldUntil: Date.now() + 100, signal: new AbortController().signal, mayRetry: () => true, retried: () => {} };
+    const beat = setInterval(() => (scope.heldUntil = Date.now() + 100), 50);
+    const late = new Promise<string>((resolve) => setTimeout(() => resolve('settled'), 400));
+    try {
+      await expect(writeSettle(scope, () => late)).resolves.toBe('settled');
+    } finally {
+      clearInterval(beat);
+    }
   });
 });
