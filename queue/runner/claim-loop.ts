@@ -36,6 +36,9 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
     resolve?.();
   };
 
+  // Only the types this runner can run: a job of another type stays queued for a runner that has
+  // it (never claimed and failed here). The registry is fixed for the run: listed once, not per claim.
+  const types = runner.registry.list().map((t) => t.type);
   let idleDelay = IDLE_FIRST_WAIT_MS;
   /** When the last lease claimed so far ends, as first granted (Date.now() time). */
   let leasesEnd = 0;
@@ -46,7 +49,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
       const free = Math.min(concurrency - running(), maxJobs - counts.claimed);
       let claimed: Job[] = [];
       if (free > 0) {
-        const round = await claimRound(runner, completions, inflight, free, leasesEnd);
+        const round = await claimRound(runner, types, completions, inflight, free, leasesEnd);
         claimed = round.jobs;
         leasesEnd = round.leasesEnd;
         counts.claimed += claimed.length;
@@ -102,6 +105,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
  */
 async function claimRound(
   runner: Runner,
+  types: readonly string[],
   completions: CompletionBatcher,
   inflight: Set<Promise<void>>,
   free: number,
@@ -112,9 +116,6 @@ async function claimRound(
   let result: { settled: Set<string>; jobs: Job[] };
   const sentAt = Date.now();
   try {
-    // Only the types this runner can run: a job of another type stays queued for a runner
-    // that has it (never claimed and failed here).
-    const types = runner.registry.list().map((t) => t.type);
     result = await answeredWithin(
       settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.(), types }),
       runner.claimTimeoutMs ?? CLAIM_TIMEOUT_DEFAULT_MS,
