@@ -1,4 +1,5 @@
 import type { Sql } from './db.ts';
+import * as driver from './driver/alerts.ts';
 import type { JsonObject } from './job.ts';
 
 export interface AlertMessage {
@@ -77,22 +78,12 @@ export async function deliverPendingAlerts(
     let picked = false;
     const outcome = await sql
       .begin(async (tx) => {
-        const [row] = await tx`
-          select * from worker.alerts where notified_at is null and resolved_at is null and id > ${after}
-           order by id limit 1 for update skip locked`;
-        if (!row) return 'none' as const;
+        const alert = await driver.lockNextPendingAlert(tx, after);
+        if (!alert) return 'none' as const;
         picked = true;
-        after = Number(row.id);
-        await alerts.send({
-          id: Number(row.id),
-          kind: row.kind as string,
-          key: row.key as string,
-          jobId: (row.job_id as string | null) ?? null,
-          message: row.message as string,
-          detail: row.detail as JsonObject,
-          openedAt: row.opened_at as Date,
-        });
-        await tx`update worker.alerts set notified_at = coalesce(${options.now ?? null}::timestamptz, now()) where id = ${row.id}`;
+        after = alert.id;
+        await alerts.send(alert);
+        await driver.markAlertNotified(tx, alert.id, options.now);
         return 'sent' as const;
       })
       .catch((error: unknown) => {

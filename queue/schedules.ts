@@ -3,6 +3,7 @@ import type { Queryable, Sql } from './db.ts';
 import { enqueue } from './enqueue.ts';
 import type { JsonObject } from './job.ts';
 import { raiseAlert, resolveAlerts } from './alert-rows.ts';
+import * as driver from './driver/schedules.ts';
 
 /**
  * Cron schedules whose slots must run exactly once. Cron triggers are at-least-once and may
@@ -53,15 +54,9 @@ function slotOrReport(schedule: Schedule, at: Date, invalid: Map<string, string>
   }
 }
 
-/** Record a schedule (idempotent), so the dead-man check knows since when it exists. */
-async function syncSchedule(sql: Queryable, s: Schedule): Promise<void> {
-  await sql`insert into worker.schedules (name, cron, job_type) values (${s.name}, ${s.cron}, ${s.type})
-            on conflict (name) do update set cron = excluded.cron, job_type = excluded.job_type
-            where (worker.schedules.cron, worker.schedules.job_type) is distinct from (excluded.cron, excluded.job_type)`;
-}
-
+/** Record each schedule (idempotent), so the dead-man check knows since when it exists. */
 export async function syncSchedules(sql: Queryable, schedules: readonly Schedule[]): Promise<void> {
-  for (const s of schedules) await syncSchedule(sql, s);
+  for (const s of schedules) await driver.upsertSchedule(sql, s);
 }
 
 export interface SlotResult {
@@ -75,16 +70,14 @@ export interface SlotResult {
 /** Enqueue the job of one slot, exactly once however often it is called. */
 export async function enqueueSlot(sql: Sql, schedule: Schedule, slot: Date): Promise<SlotResult> {
   return sql.begin(async (tx): Promise<SlotResult> => {
-    await syncSchedule(tx, schedule);
+    await driver.upsertSchedule(tx, schedule);
     const { job, duplicate } = await enqueue(tx, {
       type: schedule.type,
       payload: schedule.payload(slot),
       submitKey: schedule.slotKey(slot),
       priority: 10,
     });
-    await tx`insert into worker.schedule_runs (schedule, slot_at, job_id) values (${schedule.name}, ${slot}, ${job.id})
-             on conflict do nothing`;
-    await tx`update worker.schedules set last_slot_at = greatest(last_slot_at, ${slot}::timestamptz) where name = ${schedule.name}`;
+    await driver.recordSlotRun(tx, schedule.name, slot, job.id);
     return { schedule: schedule.name, slotKey: schedule.slotKey(slot), jobId: job.id, created: !duplicate };
   });
 }
@@ -98,8 +91,7 @@ export async function backfillSlots(sql: Sql, now: Date, windowMs: number, sched
   for (const schedule of schedules) {
     const slot = slotOrReport(schedule, now, new Map());
     if (!slot || now.getTime() - slot.getTime() > windowMs) continue;
-    const [known] = await sql`select 1 from worker.schedule_runs where schedule = ${schedule.name} and slot_at = ${slot}`;
-    if (known) continue;
+    if (await driver.slotHasRun(sql, schedule.name, slot)) continue;
     const result = await enqueueSlot(sql, schedule, slot);
     if (result.created) created.push(result);
   }
@@ -112,12 +104,6 @@ export interface ScheduleCheck {
   invalid: string[];
 }
 
-interface ScheduleRow {
-  name: string;
-  created_at: Date;
-  last_success_slot_at: Date | null;
-}
-
 /**
  * The dead-man check: record each schedule's latest successful slot, then open a
  * schedule_missed alert for a schedule whose slot due `graceMs` ago has not succeeded (and
@@ -126,15 +112,8 @@ interface ScheduleRow {
  * check that finds the spec valid again (or the schedule gone). `resolved` counts both kinds.
  */
 export async function checkSchedules(sql: Queryable, now: Date, graceMs: number, schedules: readonly Schedule[]): Promise<ScheduleCheck> {
-  await sql`
-    update worker.schedules s
-       set last_success_slot_at = x.slot_at, last_success_at = x.finished_at
-      from (select distinct on (r.schedule) r.schedule, r.slot_at, j.finished_at
-              from worker.schedule_runs r join worker.jobs j on j.id = r.job_id
-             where j.status = 'done'
-             order by r.schedule, r.slot_at desc) x
-     where x.schedule = s.name and x.slot_at > coalesce(s.last_success_slot_at, '-infinity'::timestamptz)`;
-  const rows = await sql<ScheduleRow[]>`select name, created_at, last_success_slot_at from worker.schedules`;
+  await driver.recordSuccessfulSlots(sql);
+  const rows = await driver.scheduleStates(sql);
   const missed: string[] = [];
   const invalid = new Map<string, string>();
   let resolved = 0;
@@ -147,14 +126,14 @@ export async function checkSchedules(sql: Queryable, now: Date, graceMs: number,
       await raiseAlert(sql, { kind: 'schedule_invalid', key: schedule.name, message: invalidReason, detail: { cron: schedule.cron }, now });
       continue;
     }
-    const since = row.last_success_slot_at ?? row.created_at;
+    const since = row.lastSuccessSlotAt ?? row.createdAt;
     if (due && due.getTime() > since.getTime()) {
       missed.push(schedule.name);
       await raiseAlert(sql, {
         kind: 'schedule_missed',
         key: schedule.name,
         message: `schedule ${schedule.name} (${schedule.cron}) has not succeeded for its slot of ${due.toISOString()}`,
-        detail: { due: due.toISOString(), lastSuccessSlot: row.last_success_slot_at?.toISOString() ?? null },
+        detail: { due: due.toISOString(), lastSuccessSlot: row.lastSuccessSlotAt?.toISOString() ?? null },
         now,
       });
     } else {

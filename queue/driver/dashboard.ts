@@ -1,0 +1,43 @@
+import type { Queryable } from '../db.ts';
+import type { DepthPoint } from '../dashboard-read.ts';
+import { toJob, type Job, type JobStatus } from '../job.ts';
+import { at } from './clock.ts';
+
+/** The dashboard's reads of worker.jobs, worker.job_types and worker.depth_snapshots: each a single short query. */
+
+/** Jobs by status (statuses with none absent). */
+export async function jobCountsByStatus(sql: Queryable): Promise<{ status: JobStatus; n: number }[]> {
+  return sql<{ status: JobStatus; n: number }[]>`select status, count(*)::int as n from worker.jobs group by status`;
+}
+
+/** Queued jobs due at `now` (the database's now() when undefined). */
+export async function dueJobCount(sql: Queryable, now: Date | undefined): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from worker.jobs where status = 'queued' and run_at <= ${at(sql, now)}`;
+  return row?.n ?? 0;
+}
+
+/** The depth snapshots of the last `sinceMs`, oldest first. */
+export async function depthSnapshotsSince(sql: Queryable, sinceMs: number, now: Date | undefined): Promise<DepthPoint[]> {
+  const rows = await sql<DepthPoint[]>`
+    select at, queued, due, running from worker.depth_snapshots
+     where at > ${at(sql, now)} - make_interval(secs => ${sinceMs}::bigint / 1000.0) order by at`;
+  return rows.map((r) => ({ at: r.at, queued: r.queued, due: r.due, running: r.running }));
+}
+
+/** The newest jobs, optionally of one status and type. */
+export async function newestJobs(sql: Queryable, filter: { status?: JobStatus; type?: string; limit: number }): Promise<Job[]> {
+  const rows = await sql`
+    select * from worker.jobs
+     where true
+       ${filter.status ? sql`and status = ${filter.status}` : sql``}
+       ${filter.type ? sql`and type = ${filter.type}` : sql``}
+     order by id desc  -- ids are UUIDv7: newest first, on the primary key
+     limit ${filter.limit}`;
+  return rows.map(toJob);
+}
+
+/** Every registered job type, sorted. */
+export async function registeredJobTypes(sql: Queryable): Promise<string[]> {
+  return (await sql<{ type: string }[]>`select type from worker.job_types order by type`).map((r) => r.type);
+}
