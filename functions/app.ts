@@ -1,14 +1,14 @@
 import { Hono } from 'hono';
 import { dashboard } from './dashboard/index.tsx';
-import { admin } from './http/admin.ts';
-import { builds } from './http/builds.ts';
+import { admin } from './http/routes/admin.ts';
+import { builds } from './http/routes/builds.ts';
 import type { AppEnv } from './http/context.ts';
 import { errorBody, respondError } from './http/errors.ts';
-import { health } from './http/health.ts';
-import { jobs } from './http/jobs.ts';
-import { metrics } from './http/metrics.ts';
-import { provisioning } from './http/provisioning.ts';
-import { webhooks } from './http/webhooks.ts';
+import { health } from './http/routes/health.ts';
+import { jobs } from './http/routes/jobs.ts';
+import { metrics } from './http/routes/metrics.ts';
+import { provisioning } from './http/routes/provisioning.ts';
+import { webhooks } from './http/routes/webhooks.ts';
 import { drain } from './invocation.ts';
 
 /**

@@ -1,9 +1,9 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { stripeClientFromEnv } from '../adapters/stripe-billing.ts';
-import { handleStripeWebhook } from '../lib/stripe-webhook.ts';
-import { invocationOf, type AppEnv } from './context.ts';
-import { errorBody, HttpError } from './errors.ts';
+import { stripeClientFromEnv } from '../../adapters/stripe-billing.ts';
+import { handleStripeWebhook } from '../../lib/stripe-webhook.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
+import { errorBody, HttpError } from '../errors.ts';
 
 export const webhooks = new Hono<AppEnv>();
 

@@ -1,19 +1,16 @@
-import { Hono, type Context } from 'hono';
+import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
-import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES, type Job } from '../../queue/index.ts';
-import type { WorkerEnv } from '../config.ts';
-import { R2LogArchive } from '../adapters/r2-log-archive.ts';
-import { buildPayload } from '../jobs/build.ts';
-import { envSecrets } from '../invocation.ts';
-import { scrubText } from '../lib/redact.ts';
-import { assertOwnership } from '../lib/tenancy.ts';
-import { requireScope } from './auth.ts';
-import { readJson } from './body.ts';
-import { invocationOf, type AppEnv } from './context.ts';
-import { errorBody, HttpError } from './errors.ts';
-import { ownershipToHttp } from './tenancy.ts';
-import { jobJson } from './serialize.ts';
+import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES } from '../../../queue/index.ts';
+import { archivedLog } from '../archived-log.ts';
+import { buildPayload } from '../../jobs/build.ts';
+import { assertOwnership } from '../../lib/tenancy.ts';
+import { requireScope } from '../auth.ts';
+import { readJson } from '../body.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
+import { errorBody, HttpError } from '../errors.ts';
+import { ownershipToHttp } from '../tenancy.ts';
+import { jobJson } from '../serialize.ts';
 
 /** A second push for the same service and branch inside this window supersedes the first. */
 export const PUSH_DEBOUNCE_MS = 5000;
@@ -66,21 +63,3 @@ builds.get('/v1/builds/:id/logs', requireScope('enqueue', 'admin'), async (c) =>
   }
   return archivedLog(c, found.job);
 });
-
-/**
- * A build's archived log as plain text (what is archived so far while it runs); the dashboard
- * serves it too. The lines are the build's own output, HTML included: nosniff and a sandboxing CSP
- * keep a browser from ever rendering or running them, and no cache keeps a copy.
- */
-export async function archivedLog<E extends { Bindings: WorkerEnv }>(c: Context<E>, build: Job): Promise<Response> {
-  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(build.id);
-  // Lines are scrubbed before they are archived; an archive written before that was not.
-  return c.body(scrubText(archived?.text ?? '', envSecrets(c.env)), 200, {
-    'content-type': 'text/plain; charset=utf-8',
-    'x-content-type-options': 'nosniff',
-    'content-security-policy': "default-src 'none'; sandbox",
-    'cache-control': 'no-store',
-    'x-build-status': build.status,
-    'x-build-last-line': String(archived?.lastSeq ?? 0),
-  });
-}

@@ -1,11 +1,11 @@
 import { Hono } from 'hono';
-import { JOB_STATUSES, readMetrics, type Queryable } from '../../queue/index.ts';
-import { ALERT_KINDS } from '../lib/alert-kinds.ts';
-import { CONTENT_TYPE, histogramSamples, renderMetrics, type MetricFamily, type Sample } from '../lib/prometheus.ts';
-import { requireScope } from './auth.ts';
-import { invocationOf, type AppEnv } from './context.ts';
+import { JOB_STATUSES, readMetrics, type Queryable } from '../../../queue/index.ts';
+import { ALERT_KINDS } from '../../lib/alert-kinds.ts';
+import { CONTENT_TYPE, histogramSamples, renderMetrics, type MetricFamily, type Sample } from '../../lib/prometheus.ts';
+import { requireScope } from '../auth.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
 
-export { ALERT_KINDS } from '../lib/alert-kinds.ts';
+export { ALERT_KINDS } from '../../lib/alert-kinds.ts';
 
 const seconds = (d: Date | null | undefined) => (d ? d.getTime() / 1000 : NaN);
 const num = (v: unknown) => Number(v ?? 0);

@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import { invocationOf, type AppEnv } from './context.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
 
 export const health = new Hono<AppEnv>();
 

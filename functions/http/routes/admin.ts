@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
-import { readLeaderLease, releaseLeaderLease, rescueExpiredLeases } from '../../queue/index.ts';
-import { requireScope } from './auth.ts';
-import { invocationOf, type AppEnv } from './context.ts';
+import { readLeaderLease, releaseLeaderLease, rescueExpiredLeases } from '../../../queue/index.ts';
+import { requireScope } from '../auth.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
 
 export const admin = new Hono<AppEnv>();
 

@@ -1,14 +1,14 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
-import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../jobs/provision-cluster.ts';
-import { enqueueProvisionDb, provisionDbRequest } from '../jobs/provision-db.ts';
-import { requireScope } from './auth.ts';
-import { readJson } from './body.ts';
-import { invocationOf, type AppEnv } from './context.ts';
-import { errorBody, HttpError } from './errors.ts';
-import { jobJson } from './serialize.ts';
-import { ownershipToHttp } from './tenancy.ts';
+import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../../jobs/provision-cluster.ts';
+import { enqueueProvisionDb, provisionDbRequest } from '../../jobs/provision-db.ts';
+import { requireScope } from '../auth.ts';
+import { readJson } from '../body.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
+import { errorBody, HttpError } from '../errors.ts';
+import { jobJson } from '../serialize.ts';
+import { ownershipToHttp } from '../tenancy.ts';
 
 export const provisioning = new Hono<AppEnv>();
 

@@ -5,13 +5,13 @@ import type { Context } from 'hono';
 import {
   cancelJob, decodeCursor, enqueue, enqueueBatch, failJobPermanently, getJob, JOB_STATUSES, listJobs, NotFoundError,
   releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, type EnqueueInput, type JsonObject, type Queryable,
-} from '../../queue/index.ts';
-import type { WorkerEnv } from '../config.ts';
-import { requireScope, scopesOf } from './auth.ts';
-import { readJson, storableText } from './body.ts';
-import { invocationOf, type AppEnv } from './context.ts';
-import { errorBody, HttpError } from './errors.ts';
-import { eventJson, jobJson } from './serialize.ts';
+} from '../../../queue/index.ts';
+import type { WorkerEnv } from '../../config.ts';
+import { requireScope, scopesOf } from '../auth.ts';
+import { readJson, storableText } from '../body.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
+import { errorBody, HttpError } from '../errors.ts';
+import { eventJson, jobJson } from '../serialize.ts';
 
 const key = z.string().min(1).max(200);
 /** An ISO time Postgres can store: ISO allows year 0000, timestamptz starts at year 1 (4713 BC aside). */
