@@ -1,21 +1,23 @@
-import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
-import { z } from 'zod';
+import { createRoute, z } from '@hono/zod-openapi';
 import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES } from '../../../queue/index.ts';
 import { archivedLog } from '../archived-log.ts';
 import { buildPayload } from '../../jobs/build.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
 import { requireScope } from '../auth.ts';
-import { readJson } from '../body.ts';
-import { invocationOf, type AppEnv } from '../context.ts';
-import { errorBody, HttpError } from '../errors.ts';
+import { limitBody, readJson } from '../body.ts';
+import { invocationOf } from '../context.ts';
+import { HttpError } from '../errors.ts';
+import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
+import { jobSchema } from '../schemas.ts';
 import { ownershipToHttp } from '../tenancy.ts';
 import { jobJson } from '../serialize.ts';
 
 /** A second push for the same service and branch inside this window supersedes the first. */
 export const PUSH_DEBOUNCE_MS = 5000;
 
-export const builds = new Hono<AppEnv>();
+export const builds = createRouter();
+
+const pushBody = z.strictObject(buildPayload.shape);
 
 /**
  * A git push: a `build` job, debounced per service and branch. The push carries its account,
@@ -24,12 +26,17 @@ export const builds = new Hono<AppEnv>();
  * again, for jobs that reach them another way). The service row is key-share locked until the
  * job is enqueued, so a concurrent delete waits for the push.
  */
-builds.post(
-  '/v1/pushes',
-  requireScope('enqueue'),
-  bodyLimit({ maxSize: 16 * 1024, onError: (c) => c.json(errorBody('payload_too_large', 'the body is larger than 16384 bytes'), 413) }),
-  async (c) => {
-    const body = await readJson(c, z.strictObject(buildPayload.shape));
+mount(builds, createRoute({
+  method: 'post', path: '/v1/pushes', tags: ['platform'], security: bearer,
+  summary: 'A git push: enqueue a build, debounced per service and branch',
+  middleware: [requireScope('enqueue'), limitBody(16 * 1024)],
+  request: { body: jsonBody(pushBody) },
+  responses: {
+    201: jsonAnswer(z.object({ job: jobSchema, superseded: z.string().nullable().openapi({ description: 'the waiting build this push superseded, if any' }) }), 'the build job'),
+    ...errorAnswers(400, 404, 413, ...AUTH_ERRORS),
+  },
+}), async (c) => {
+    const body = await readJson(c, pushBody);
     const inv = await invocationOf(c);
     const { job, superseded } = await inv.sql.begin(async (tx) => {
       await assertOwnership(tx, body.accountId, body.serviceId, { lockService: true }).catch(ownershipToHttp);
@@ -41,15 +48,24 @@ builds.post(
       });
     });
     return c.json({ job: jobJson(job), superseded }, 201);
-  },
-);
+});
 
 /**
  * A build's log (`:id` is the build job's id). While the build runs: a WebSocket upgrade joins
  * the live relay (JSON messages `{type:'lines', lines:[{seq,text}]}` then `{type:'end'}`), and a
  * plain GET answers what has been archived so far. After the build: the archive object.
  */
-builds.get('/v1/builds/:id/logs', requireScope('enqueue', 'admin'), async (c) => {
+mount(builds, createRoute({
+  method: 'get', path: '/v1/builds/{id}/logs', tags: ['platform'], security: bearer,
+  summary: "A build's log: the live relay over a WebSocket upgrade while it runs, else the archived text",
+  middleware: [requireScope('enqueue', 'admin')],
+  request: { params: idParam },
+  responses: {
+    200: { description: 'the archived log (x-build-status, x-build-last-line headers)', content: { 'text/plain': { schema: z.string() } } },
+    101: { description: 'the live relay: JSON messages {type:"lines", lines:[{seq,text}]} then {type:"end"}' },
+    ...errorAnswers(404, 410, ...AUTH_ERRORS),
+  },
+}), async (c) => {
   const inv = await invocationOf(c);
   const found = await getJob(inv.sql, c.req.param('id'));
   if (!found || found.job.type !== 'build') throw new NotFoundError(`no build ${c.req.param('id')}`);

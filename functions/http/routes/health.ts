@@ -1,10 +1,17 @@
-import { Hono } from 'hono';
-import { invocationOf, type AppEnv } from '../context.ts';
+import { createRoute, z } from '@hono/zod-openapi';
+import { invocationOf } from '../context.ts';
+import { createRouter, jsonAnswer, mount } from '../openapi.ts';
 
-export const health = new Hono<AppEnv>();
+export const health = createRouter();
 
 /** Liveness and database reachability; needs no token. */
-health.get('/healthz', async (c) => {
+mount(health, createRoute({
+  method: 'get', path: '/healthz', tags: ['health'], summary: 'Liveness and database reachability (no token)',
+  responses: {
+    200: jsonAnswer(z.object({ ok: z.literal(true) }), 'the Worker runs and the database answers'),
+    503: jsonAnswer(z.object({ ok: z.literal(false), error: z.object({ code: z.string(), message: z.string() }) }), 'the database is unreachable'),
+  },
+}), async (c) => {
   try {
     const inv = await invocationOf(c);
     await inv.sql`select 1`;

@@ -1,18 +1,40 @@
-import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
-import { z } from 'zod';
+import { createRoute, z } from '@hono/zod-openapi';
 import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../../jobs/provision-cluster.ts';
 import { enqueueProvisionDb, provisionDbRequest } from '../../jobs/provision-db.ts';
 import { requireScope } from '../auth.ts';
-import { readJson } from '../body.ts';
-import { invocationOf, type AppEnv } from '../context.ts';
-import { errorBody, HttpError } from '../errors.ts';
+import { limitBody, readJson } from '../body.ts';
+import { invocationOf } from '../context.ts';
+import { HttpError } from '../errors.ts';
+import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
+import { jobAnswer, jobSchema } from '../schemas.ts';
 import { jobJson } from '../serialize.ts';
 import { ownershipToHttp } from '../tenancy.ts';
 
-export const provisioning = new Hono<AppEnv>();
+export const provisioning = createRouter();
 
-const small = bodyLimit({ maxSize: 16 * 1024, onError: (c) => c.json(errorBody('payload_too_large', 'the body is larger than 16384 bytes'), 413) });
+const small = limitBody(16 * 1024);
+
+const idempotencyHeader = z.object({
+  'idempotency-key': z.string().optional().openapi({ description: 'a retried request with the same key returns the job it created (200, duplicate: true)' }),
+});
+
+/** An enqueue of a provisioning job: 201 created, or 200 with `duplicate` for a repeated Idempotency-Key. */
+function provisionRoute(path: string, summary: string, body: z.ZodType) {
+  return createRoute({
+    method: 'post', path, tags: ['platform'], security: bearer, summary,
+    middleware: [requireScope('enqueue'), small],
+    request: { headers: idempotencyHeader, body: jsonBody(body) },
+    responses: {
+      201: jsonAnswer(jobAnswer, 'the provisioning job'),
+      200: jsonAnswer(jobAnswer, 'the job an earlier request with this Idempotency-Key created'),
+      ...errorAnswers(400, 404, 413, ...AUTH_ERRORS),
+    },
+  });
+}
+
+const dbBody = z.strictObject(provisionDbRequest.shape);
+const clusterBody = z.strictObject(provisionClusterRequest.shape);
+const empty = z.strictObject({});
 
 /** An optional `Idempotency-Key` header makes a retried request return the job it created. */
 function idempotencyKey(header: string | undefined): string | undefined {
@@ -21,8 +43,8 @@ function idempotencyKey(header: string | undefined): string | undefined {
   return header;
 }
 
-provisioning.post('/v1/databases', requireScope('enqueue'), small, async (c) => {
-  const body = await readJson(c, z.strictObject(provisionDbRequest.shape));
+mount(provisioning, provisionRoute('/v1/databases', 'Provision a managed Postgres database for a service', dbBody), async (c) => {
+  const body = await readJson(c, dbBody);
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
   // 404 for an unknown account or service, 403 for another account's service: nothing written
@@ -31,8 +53,8 @@ provisioning.post('/v1/databases', requireScope('enqueue'), small, async (c) => 
   return c.json({ job: jobJson(job), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
 });
 
-provisioning.post('/v1/clusters', requireScope('enqueue'), small, async (c) => {
-  const body = await readJson(c, z.strictObject(provisionClusterRequest.shape));
+mount(provisioning, provisionRoute('/v1/clusters', 'Provision a Talos Kubernetes cluster for an account', clusterBody), async (c) => {
+  const body = await readJson(c, clusterBody);
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
   // 404 for an unknown account: nothing written
@@ -42,8 +64,14 @@ provisioning.post('/v1/clusters', requireScope('enqueue'), small, async (c) => {
 });
 
 /** An operator (or automation) ran `talosctl bootstrap`: resume the cluster's job. */
-provisioning.post('/v1/clusters/:id/bootstrapped', requireScope('admin'), small, async (c) => {
-  await readJson(c, z.strictObject({}), { emptyAsObject: true });
+mount(provisioning, createRoute({
+  method: 'post', path: '/v1/clusters/{id}/bootstrapped', tags: ['platform'], security: bearer,
+  summary: 'Resume a cluster job after `talosctl bootstrap`',
+  middleware: [requireScope('admin'), small],
+  request: { params: idParam, body: { ...jsonBody(empty), required: false } },
+  responses: { 200: jsonAnswer(z.object({ job: jobSchema }), 'the resumed job'), ...errorAnswers(400, 404, 409, 413, ...AUTH_ERRORS) },
+}), async (c) => {
+  await readJson(c, empty, { emptyAsObject: true });
   const inv = await invocationOf(c);
   const job = await resumeBootstrappedCluster(inv.sql, c.req.param('id'));
   c.set('kick', true);

@@ -1,11 +1,12 @@
-import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
+import { createRoute, z } from '@hono/zod-openapi';
 import { stripeClientFromEnv } from '../../adapters/stripe-billing.ts';
 import { handleStripeWebhook } from '../../lib/stripe-webhook.ts';
-import { invocationOf, type AppEnv } from '../context.ts';
+import { limitBody } from '../body.ts';
+import { invocationOf } from '../context.ts';
 import { errorBody, HttpError } from '../errors.ts';
+import { createRouter, errorAnswers, jsonAnswer, mount } from '../openapi.ts';
 
-export const webhooks = new Hono<AppEnv>();
+export const webhooks = createRouter();
 
 /**
  * Stripe's events. No bearer token: the Stripe-Signature header over the raw body is the
@@ -14,10 +15,19 @@ export const webhooks = new Hono<AppEnv>();
  * a signed event without the fields it is acted on by 400 `invalid_event` naming the field, and
  * neither changes anything.
  */
-webhooks.post(
-  '/webhooks/stripe',
-  bodyLimit({ maxSize: 512 * 1024, onError: (c) => c.json(errorBody('payload_too_large', 'the body is larger than 524288 bytes'), 413) }),
-  async (c) => {
+mount(webhooks, createRoute({
+  method: 'post', path: '/webhooks/stripe', tags: ['platform'],
+  summary: "Stripe's events, authenticated by the Stripe-Signature header (no bearer token)",
+  middleware: [limitBody(512 * 1024)],
+  request: {
+    headers: z.object({ 'stripe-signature': z.string().openapi({ description: 'Stripe\'s signature over the raw body' }) }),
+    body: { required: true, content: { 'application/json': { schema: z.record(z.string(), z.unknown()).openapi({ description: 'a Stripe event, as Stripe sends it' }) } } },
+  },
+  responses: {
+    200: jsonAnswer(z.record(z.string(), z.unknown()), 'the event was acted on, or was not one this Worker acts on'),
+    ...errorAnswers(400, 413, 503),
+  },
+}), async (c) => {
     const secret = typeof c.env.STRIPE_WEBHOOK_SECRET === 'string' ? c.env.STRIPE_WEBHOOK_SECRET : '';
     const stripe = stripeClientFromEnv(c.env);
     if (!secret || !stripe) {
@@ -28,5 +38,4 @@ webhooks.post(
     const result = await handleStripeWebhook(inv.sql, stripe, raw, c.req.header('stripe-signature'), secret);
     if (result.status === 400) return c.json(errorBody(result.body.code ?? 'bad_signature', result.body.error, result.body.field), 400);
     return c.json(result.body, 200);
-  },
-);
+});
