@@ -1,9 +1,11 @@
 import { createRoute, z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { Job } from '../../../queue/index.ts';
 import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../../jobs/provision-cluster.ts';
 import { enqueueProvisionDb, provisionDbRequest } from '../../jobs/provision-db.ts';
 import { requireScope } from '../auth.ts';
 import { limitBody, readJson } from '../body.ts';
-import { invocationOf } from '../context.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
 import { HttpError } from '../errors.ts';
 import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
 import { jobAnswer, jobSchema } from '../schemas.ts';
@@ -32,6 +34,12 @@ function provisionRoute(path: string, summary: string, body: z.ZodType) {
   });
 }
 
+/** 201 with the new job (drained right after), or 200 with the job an earlier request with this key created. */
+function provisioned(c: Context<AppEnv>, { job, duplicate }: { job: Job; duplicate: boolean }) {
+  if (!duplicate) c.set('kick', true);
+  return c.json({ job: jobJson(job), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
+}
+
 const dbBody = z.strictObject(provisionDbRequest.shape);
 const clusterBody = z.strictObject(provisionClusterRequest.shape);
 const empty = z.strictObject({});
@@ -48,9 +56,7 @@ mount(provisioning, provisionRoute('/v1/databases', 'Provision a managed Postgre
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
   // 404 for an unknown account or service, 403 for another account's service: nothing written
-  const { job, duplicate } = await enqueueProvisionDb(inv.sql, body, { submitKey: submitKey && `provision_db:${submitKey}` }).catch(ownershipToHttp);
-  if (!duplicate) c.set('kick', true);
-  return c.json({ job: jobJson(job), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
+  return provisioned(c, await enqueueProvisionDb(inv.sql, body, { submitKey: submitKey && `provision_db:${submitKey}` }).catch(ownershipToHttp));
 });
 
 mount(provisioning, provisionRoute('/v1/clusters', 'Provision a Talos Kubernetes cluster for an account', clusterBody), async (c) => {
@@ -58,9 +64,7 @@ mount(provisioning, provisionRoute('/v1/clusters', 'Provision a Talos Kubernetes
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
   // 404 for an unknown account: nothing written
-  const { job, duplicate } = await enqueueProvisionCluster(inv.sql, body, { submitKey: submitKey && `provision_cluster:${submitKey}` }).catch(ownershipToHttp);
-  if (!duplicate) c.set('kick', true);
-  return c.json({ job: jobJson(job), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
+  return provisioned(c, await enqueueProvisionCluster(inv.sql, body, { submitKey: submitKey && `provision_cluster:${submitKey}` }).catch(ownershipToHttp));
 });
 
 /** An operator (or automation) ran `talosctl bootstrap`: resume the cluster's job. */
