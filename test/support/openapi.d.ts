@@ -134,6 +134,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description the job is in a state the action does not apply to */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description the body is larger than the route accepts */
                 413: {
                     headers: {
@@ -301,6 +310,15 @@ export interface paths {
                 };
                 /** @description the token lacks the scope, or the resource is another account's */
                 403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the job is in a state the action does not apply to */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -3,6 +3,7 @@ import createClient from 'openapi-fetch';
 import { beforeAll, describe, expect, it } from 'vitest';
 import worker from '../../functions/index.ts';
 import committed from '../../docs/openapi.json';
+import { jobSchema } from '../../functions/http/schemas.ts';
 import type { paths } from '../support/openapi.d.ts';
 import { createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
 
@@ -42,6 +43,8 @@ describe('a client generated from the document', () => {
     expect(created.response.status).toBe(201);
     const job = created.data!.job;
     expect(job).toMatchObject({ type: 'uppercase', status: 'queued', payload: { text: 'contract' } });
+    // the answer has exactly the fields the document declares, of the declared types
+    expect(jobSchema.strict().safeParse(job).error).toBeUndefined();
 
     const got = await api.GET('/v1/jobs/{id}', { params: { path: { id: job.id } } });
     expect(got.response.status).toBe(200);

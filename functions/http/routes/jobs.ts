@@ -71,7 +71,7 @@ mount(jobs, createRoute({
   summary: 'Enqueue up to 1000 jobs in one transaction (all or none)',
   middleware: [requireScope('enqueue'), limitBody(BATCH_MAX)],
   request: { body: jsonBody(batchSchema) },
-  responses: { 201: jsonAnswer(z.object({ jobs: z.array(jobSchema) }), 'the jobs, in the order given'), ...errorAnswers(400, 413, ...AUTH_ERRORS) },
+  responses: { 201: jsonAnswer(z.object({ jobs: z.array(jobSchema) }), 'the jobs, in the order given'), ...errorAnswers(400, 409, 413, ...AUTH_ERRORS) },
 }), async (c) => {
   const body = await readJson(c, batchSchema);
   const inv = await invocationOf(c);
@@ -89,7 +89,7 @@ mount(jobs, createRoute({
   responses: {
     201: jsonAnswer(jobAnswer, 'enqueued'),
     200: jsonAnswer(jobAnswer, 'a job with this submitKey exists: it is returned, `duplicate: true`'),
-    ...errorAnswers(400, 413, ...AUTH_ERRORS),
+    ...errorAnswers(400, 409, 413, ...AUTH_ERRORS),
   },
 }), async (c) => {
   const body = await readJson(c, enqueueSchema);
