@@ -12,7 +12,7 @@ export default defineConfig({
       {
         test: {
           name: 'node',
-          include: ['test/engine/**/*.test.ts', 'test/jobs/**/*.test.ts', 'test/scripts/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          include: ['test/engine/**/*.test.ts', 'test/jobs/**/*.test.ts', 'test/scripts/**/*.test.ts', 'test/e2e/**/*.test.ts', 'test/docs/**/*.test.ts'],
           environment: 'node',
           testTimeout: 60_000,
           hookTimeout: 60_000,

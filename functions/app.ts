@@ -1,14 +1,13 @@
-import { Hono } from 'hono';
 import { dashboard } from './dashboard/index.tsx';
-import { admin } from './http/admin.ts';
-import { builds } from './http/builds.ts';
-import type { AppEnv } from './http/context.ts';
+import { admin } from './http/routes/admin.ts';
+import { builds } from './http/routes/builds.ts';
 import { errorBody, respondError } from './http/errors.ts';
-import { health } from './http/health.ts';
-import { jobs } from './http/jobs.ts';
-import { metrics } from './http/metrics.ts';
-import { provisioning } from './http/provisioning.ts';
-import { webhooks } from './http/webhooks.ts';
+import { createRouter, serveDocument } from './http/openapi.ts';
+import { health } from './http/routes/health.ts';
+import { jobs } from './http/routes/jobs.ts';
+import { metrics } from './http/routes/metrics.ts';
+import { provisioning } from './http/routes/provisioning.ts';
+import { webhooks } from './http/routes/webhooks.ts';
 import { drain } from './invocation.ts';
 
 /**
@@ -17,7 +16,7 @@ import { drain } from './invocation.ts';
  * so an idle system starts a new job within milliseconds instead of at the next tick.
  */
 export function createApp() {
-  const app = new Hono<AppEnv>();
+  const app = createRouter();
 
   app.use('*', async (c, next) => {
     try {
@@ -74,6 +73,8 @@ export function createApp() {
   app.route('/', webhooks);
   app.route('/', metrics);
   app.route('/', dashboard);
+  // the public contract: no token, no secret in it (the routes' own schemas, see http/openapi.ts)
+  serveDocument(app);
   app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));
   app.onError((error, c) => respondError(c, error));
   return app;

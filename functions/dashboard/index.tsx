@@ -4,7 +4,7 @@ import {
   cancelJob, failJobPermanently, getJob, JOB_STATUSES, readLeaderLease, requeueJob, runningJobs, type JobStatus,
 } from '../../queue/index.ts';
 import { scopesOf } from '../http/auth.ts';
-import { archivedLog } from '../http/builds.ts';
+import { archivedLog } from '../http/archived-log.ts';
 import { invocationOf } from '../http/context.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { SECURITY_HEADERS } from './layout.tsx';

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import type { z } from 'zod';
-import { HttpError } from './errors.ts';
+import { errorBody, HttpError } from './errors.ts';
 
 export const MAX_JSON_DEPTH = 32;
 
@@ -57,4 +58,9 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, optio
     throw new HttpError(400, 'invalid_input', `${unstorable}: contains a NUL character or an unpaired UTF-16 surrogate, which cannot be stored`, unstorable);
   }
   return schema.parse(value);
+}
+
+/** Refuse a body over `maxSize` bytes before it is read: 413 payload_too_large. */
+export function limitBody(maxSize: number) {
+  return bodyLimit({ maxSize, onError: (c) => c.json(errorBody('payload_too_large', `the body is larger than ${maxSize} bytes`), 413) });
 }

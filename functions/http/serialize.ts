@@ -1,8 +1,10 @@
 import { PARKED_MS, type Job, type JobEvent } from '../../queue/index.ts';
+import type { z } from '@hono/zod-openapi';
 import { redactSecrets } from '../lib/redact.ts';
+import type { eventSchema, jobSchema } from './schemas.ts';
 
 /** A job as the API shows it: camelCase, secrets redacted, the lease token withheld. */
-export function jobJson(job: Job) {
+export function jobJson(job: Job): z.infer<typeof jobSchema> {
   return {
     id: job.id,
     type: job.type,
@@ -31,7 +33,7 @@ export function jobJson(job: Job) {
   };
 }
 
-export function eventJson(event: JobEvent) {
+export function eventJson(event: JobEvent): z.infer<typeof eventSchema> {
   const { token: _token, ...detail } = event.detail as Record<string, unknown>;
   return { id: event.id, at: event.at.toISOString(), kind: event.kind, detail: redactSecrets(detail) };
 }

@@ -121,7 +121,7 @@ describe('the alert kinds', () => {
     const table = ops.slice(ops.indexOf('| kind | opened when | resolved when |'));
     const rows = [...table.slice(0, table.indexOf('\n\n')).matchAll(/^\| `([a-z_]+)` \|/gm)].map((m) => m[1]);
     expect(rows.sort()).toEqual([...ALERT_KINDS].sort());
-    const readme = read('README.md');
+    const readme = read('docs/operations.md');
     for (const kind of ALERT_KINDS) expect(readme, kind).toContain(`\`${kind}\``);
   });
 

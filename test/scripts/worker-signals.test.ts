@@ -152,7 +152,7 @@ describe('npm run worker under a supervisor', () => {
 
 /** The README's fenced block of a language that contains `marker`. */
 function readmeBlock(lang: string, marker: string): string {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const readme = readFileSync(new URL('../../docs/engine.md', import.meta.url), 'utf8');
   const blocks = [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
   const block = blocks.find((b) => b.includes(marker));
   if (!block) throw new Error(`README.md has no \`\`\`${lang} block with ${marker}`);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SECRET_NAMES, WORKER_SECRETS, type SecretName } from '../../functions/lib/worker-secrets.ts';
-import readmeText from '../../README.md?raw';
+import readmeText from '../../docs/deploying.md?raw';
 import wranglerText from '../../wrangler.toml?raw';
 import { createWorkerHarness, testEnv as h0, type WorkerHarness } from './support.ts';
 

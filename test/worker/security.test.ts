@@ -36,6 +36,7 @@ const isDashboard = (route: string) => / \/dashboard\//.test(route) || route.end
 /** Routes that take no bearer token, and what authenticates them instead. */
 const NO_BEARER: Record<string, string> = {
   'GET /healthz': 'nothing: liveness',
+  'GET /openapi.json': 'nothing: the public contract (no secret in it)',
   'POST /webhooks/stripe': 'the Stripe-Signature header',
   'GET /dashboard/login': 'nothing: the login form',
   'POST /dashboard/login': 'the admin token in the form, from our origin',

@@ -1,17 +1,17 @@
-import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
-import { z } from 'zod';
+import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
   cancelJob, decodeCursor, enqueue, enqueueBatch, failJobPermanently, getJob, JOB_STATUSES, listJobs, NotFoundError,
   releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, type EnqueueInput, type JsonObject, type Queryable,
-} from '../../queue/index.ts';
-import type { WorkerEnv } from '../config.ts';
-import { requireScope, scopesOf } from './auth.ts';
-import { readJson, storableText } from './body.ts';
-import { invocationOf, type AppEnv } from './context.ts';
-import { errorBody, HttpError } from './errors.ts';
-import { eventJson, jobJson } from './serialize.ts';
+} from '../../../queue/index.ts';
+import type { WorkerEnv } from '../../config.ts';
+import { requireScope, scopesOf } from '../auth.ts';
+import { limitBody, readJson, storableText } from '../body.ts';
+import { invocationOf, type AppEnv } from '../context.ts';
+import { HttpError } from '../errors.ts';
+import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
+import { eventJson, jobJson } from '../serialize.ts';
+import { eventSchema, jobAnswer, jobSchema } from '../schemas.ts';
 
 const key = z.string().min(1).max(200);
 /** An ISO time Postgres can store: ISO allows year 0000, timestamptz starts at year 1 (4713 BC aside). */
@@ -42,12 +42,10 @@ export function toEnqueueInput(body: EnqueueBody): EnqueueInput {
   return { ...rest, payload: (payload ?? {}) as JsonObject, ...(runAt ? { runAt: new Date(runAt) } : {}) };
 }
 
-const limitTooLarge = (c: Parameters<Parameters<typeof bodyLimit>[0]['onError'] & {}>[0], max: number) =>
-  c.json(errorBody('payload_too_large', `the body is larger than ${max} bytes`), 413);
 const SINGLE_MAX = 256 * 1024;
 const BATCH_MAX = 4 * 1024 * 1024;
 
-export const jobs = new Hono<AppEnv>();
+export const jobs = createRouter();
 
 /**
  * The generic routes enqueue a type only if it is public (queue/registry.ts `access`), or if the
@@ -66,8 +64,16 @@ async function refuseInternalTypes(c: Context<AppEnv>, sql: Queryable, types: st
   throw new HttpError(403, 'forbidden', `job type ${type} is internal: enqueue it through ${via ?? 'its own route'} (the admin token may enqueue it here)`, fieldOf(refused));
 }
 
-jobs.post('/v1/jobs/batch', requireScope('enqueue'), bodyLimit({ maxSize: BATCH_MAX, onError: (c) => limitTooLarge(c, BATCH_MAX) }), async (c) => {
-  const body = await readJson(c, z.strictObject({ jobs: z.array(enqueueSchema).min(1).max(1000) }));
+const batchSchema = z.strictObject({ jobs: z.array(enqueueSchema).min(1).max(1000) });
+
+mount(jobs, createRoute({
+  method: 'post', path: '/v1/jobs/batch', tags: ['jobs'], security: bearer,
+  summary: 'Enqueue up to 1000 jobs in one transaction (all or none)',
+  middleware: [requireScope('enqueue'), limitBody(BATCH_MAX)],
+  request: { body: jsonBody(batchSchema) },
+  responses: { 201: jsonAnswer(z.object({ jobs: z.array(jobSchema) }), 'the jobs, in the order given'), ...errorAnswers(400, 409, 413, ...AUTH_ERRORS) },
+}), async (c) => {
+  const body = await readJson(c, batchSchema);
   const inv = await invocationOf(c);
   await refuseInternalTypes(c, inv.sql, body.jobs.map((j) => j.type), (i) => `jobs[${i}].type`);
   const results = await enqueueBatch(inv.sql, body.jobs.map(toEnqueueInput));
@@ -75,7 +81,17 @@ jobs.post('/v1/jobs/batch', requireScope('enqueue'), bodyLimit({ maxSize: BATCH_
   return c.json({ jobs: results.map((r) => jobJson(r.job)) }, 201);
 });
 
-jobs.post('/v1/jobs', requireScope('enqueue'), bodyLimit({ maxSize: SINGLE_MAX, onError: (c) => limitTooLarge(c, SINGLE_MAX) }), async (c) => {
+mount(jobs, createRoute({
+  method: 'post', path: '/v1/jobs', tags: ['jobs'], security: bearer,
+  summary: 'Enqueue a job',
+  middleware: [requireScope('enqueue'), limitBody(SINGLE_MAX)],
+  request: { body: jsonBody(enqueueSchema) },
+  responses: {
+    201: jsonAnswer(jobAnswer, 'enqueued'),
+    200: jsonAnswer(jobAnswer, 'a job with this submitKey exists: it is returned, `duplicate: true`'),
+    ...errorAnswers(400, 409, 413, ...AUTH_ERRORS),
+  },
+}), async (c) => {
   const body = await readJson(c, enqueueSchema);
   const inv = await invocationOf(c);
   await refuseInternalTypes(c, inv.sql, [body.type], () => 'type');
@@ -92,7 +108,16 @@ const listQuery = z.strictObject({
   cursor: z.string().max(200).optional(),
 });
 
-jobs.get('/v1/jobs', requireScope('enqueue', 'admin'), async (c) => {
+mount(jobs, createRoute({
+  method: 'get', path: '/v1/jobs', tags: ['jobs'], security: bearer,
+  summary: 'List jobs, newest first, a page at a time',
+  middleware: [requireScope('enqueue', 'admin')],
+  request: { query: listQuery },
+  responses: {
+    200: jsonAnswer(z.object({ jobs: z.array(jobSchema), nextCursor: z.string().nullable() }), 'a page; pass nextCursor as cursor for the next'),
+    ...errorAnswers(400, ...AUTH_ERRORS),
+  },
+}), async (c) => {
   const query = listQuery.parse(c.req.query());
   if (query.cursor !== undefined && !decodeCursor(query.cursor)) {
     throw new HttpError(400, 'invalid_input', 'cursor is not a cursor this API returned', 'cursor');
@@ -102,7 +127,13 @@ jobs.get('/v1/jobs', requireScope('enqueue', 'admin'), async (c) => {
   return c.json({ jobs: page.jobs.map(jobJson), nextCursor: page.nextCursor });
 });
 
-jobs.get('/v1/jobs/:id', requireScope('enqueue', 'admin'), async (c) => {
+mount(jobs, createRoute({
+  method: 'get', path: '/v1/jobs/{id}', tags: ['jobs'], security: bearer,
+  summary: 'A job and its events',
+  middleware: [requireScope('enqueue', 'admin')],
+  request: { params: idParam },
+  responses: { 200: jsonAnswer(z.object({ job: jobSchema, events: z.array(eventSchema) }), 'the job'), ...errorAnswers(404, ...AUTH_ERRORS) },
+}), async (c) => {
   const inv = await invocationOf(c);
   const found = await getJob(inv.sql, c.req.param('id'));
   if (!found) throw new NotFoundError(`no job ${c.req.param('id')}`);
@@ -110,36 +141,49 @@ jobs.get('/v1/jobs/:id', requireScope('enqueue', 'admin'), async (c) => {
 });
 
 const ACTION_MAX = 16 * 1024;
-const action = bodyLimit({ maxSize: ACTION_MAX, onError: (c) => limitTooLarge(c, ACTION_MAX) });
+const action = limitBody(ACTION_MAX);
 
-jobs.post('/v1/jobs/:id/cancel', requireScope('admin'), action, async (c) => {
-  const body = await readJson(c, z.strictObject({ reason: z.string().min(1).max(1000).optional() }), { emptyAsObject: true });
+/** An operator's action on one job (admin scope): POST /v1/jobs/{id}/<name>, answering the job. */
+function jobAction(name: string, summary: string, body: z.ZodType, optionalBody: boolean) {
+  return createRoute({
+    method: 'post', path: `/v1/jobs/{id}/${name}`, tags: ['operator'], security: bearer, summary,
+    middleware: [requireScope('admin'), action],
+    request: { params: idParam, body: { ...jsonBody(body), required: !optionalBody } },
+    responses: { 200: jsonAnswer(z.object({ job: jobSchema }), 'the job after the action'), ...errorAnswers(400, 404, 409, 413, ...AUTH_ERRORS) },
+  });
+}
+
+const empty = z.strictObject({});
+const cancelBody = z.strictObject({ reason: z.string().min(1).max(1000).optional() });
+const failBody = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
+const rescheduleBody = z.strictObject({ runAt: runAtField.optional(), delayMs: z.number().int().min(0).max(365 * 86_400_000).optional() })
+  .refine((b) => (b.runAt === undefined) !== (b.delayMs === undefined), { message: 'give exactly one of runAt or delayMs', path: ['runAt'] });
+const priorityBody = z.strictObject({ priority: z.number().int().min(0).max(1000) });
+
+mount(jobs, jobAction('cancel', 'Cancel a job (a started one runs its cancel hook)', cancelBody, true), async (c) => {
+  const body = await readJson(c, cancelBody, { emptyAsObject: true });
   const inv = await invocationOf(c);
   const job = await cancelJob(inv.sql, c.req.param('id'), body.reason ?? 'cancelled over the API');
   c.set('kick', job.status !== 'cancelled'); // a started job runs its cancel hook on the next claim
   return c.json({ job: jobJson(job) });
 });
 
-jobs.post('/v1/jobs/:id/retry', requireScope('admin'), action, async (c) => {
-  await readJson(c, z.strictObject({}), { emptyAsObject: true });
+mount(jobs, jobAction('retry', 'Requeue a failed or cancelled job', empty, true), async (c) => {
+  await readJson(c, empty, { emptyAsObject: true });
   const inv = await invocationOf(c);
   const job = await requeueJob(inv.sql, c.req.param('id'));
   c.set('kick', true);
   return c.json({ job: jobJson(job) });
 });
 
-jobs.post('/v1/jobs/:id/fail', requireScope('admin'), action, async (c) => {
-  const body = await readJson(c, z.strictObject({ reason: z.string().trim().min(1).max(1000) }));
+mount(jobs, jobAction('fail', 'Fail a job permanently', failBody, false), async (c) => {
+  const body = await readJson(c, failBody);
   const inv = await invocationOf(c);
   return c.json({ job: jobJson(await failJobPermanently(inv.sql, c.req.param('id'), body.reason)) });
 });
 
-jobs.post('/v1/jobs/:id/reschedule', requireScope('admin'), action, async (c) => {
-  const body = await readJson(
-    c,
-    z.strictObject({ runAt: runAtField.optional(), delayMs: z.number().int().min(0).max(365 * 86_400_000).optional() })
-      .refine((b) => (b.runAt === undefined) !== (b.delayMs === undefined), { message: 'give exactly one of runAt or delayMs', path: ['runAt'] }),
-  );
+mount(jobs, jobAction('reschedule', 'Move a queued job\'s run time (runAt or delayMs)', rescheduleBody, false), async (c) => {
+  const body = await readJson(c, rescheduleBody);
   const inv = await invocationOf(c);
   const runAt = body.runAt ? new Date(body.runAt) : new Date(Date.now() + body.delayMs!);
   const job = await rescheduleJob(inv.sql, c.req.param('id'), runAt);
@@ -147,14 +191,14 @@ jobs.post('/v1/jobs/:id/reschedule', requireScope('admin'), action, async (c) =>
   return c.json({ job: jobJson(job) });
 });
 
-jobs.post('/v1/jobs/:id/priority', requireScope('admin'), action, async (c) => {
-  const body = await readJson(c, z.strictObject({ priority: z.number().int().min(0).max(1000) }));
+mount(jobs, jobAction('priority', 'Set a queued job\'s priority', priorityBody, false), async (c) => {
+  const body = await readJson(c, priorityBody);
   const inv = await invocationOf(c);
   return c.json({ job: jobJson(await setJobPriority(inv.sql, c.req.param('id'), body.priority)) });
 });
 
-jobs.post('/v1/jobs/:id/release', requireScope('admin'), action, async (c) => {
-  await readJson(c, z.strictObject({}), { emptyAsObject: true });
+mount(jobs, jobAction('release', 'Release a running job\'s lease (it is claimed again)', empty, true), async (c) => {
+  await readJson(c, empty, { emptyAsObject: true });
   const inv = await invocationOf(c);
   const job = await releaseJobLease(inv.sql, c.req.param('id'));
   c.set('kick', true);

@@ -1,11 +1,12 @@
-import { Hono } from 'hono';
-import { JOB_STATUSES, readMetrics, type Queryable } from '../../queue/index.ts';
-import { ALERT_KINDS } from '../lib/alert-kinds.ts';
-import { CONTENT_TYPE, histogramSamples, renderMetrics, type MetricFamily, type Sample } from '../lib/prometheus.ts';
-import { requireScope } from './auth.ts';
-import { invocationOf, type AppEnv } from './context.ts';
+import { createRoute, z } from '@hono/zod-openapi';
+import { JOB_STATUSES, readMetrics, type Queryable } from '../../../queue/index.ts';
+import { ALERT_KINDS } from '../../lib/alert-kinds.ts';
+import { CONTENT_TYPE, histogramSamples, renderMetrics, type MetricFamily, type Sample } from '../../lib/prometheus.ts';
+import { requireScope } from '../auth.ts';
+import { invocationOf } from '../context.ts';
+import { AUTH_ERRORS, bearer, createRouter, errorAnswers, mount } from '../openapi.ts';
 
-export { ALERT_KINDS } from '../lib/alert-kinds.ts';
+export { ALERT_KINDS } from '../../lib/alert-kinds.ts';
 
 const seconds = (d: Date | null | undefined) => (d ? d.getTime() / 1000 : NaN);
 const num = (v: unknown) => Number(v ?? 0);
@@ -76,9 +77,13 @@ export async function collectMetrics(sql: Queryable, options: { stuckJobMs: numb
   ];
 }
 
-export const metrics = new Hono<AppEnv>();
+export const metrics = createRouter();
 
-metrics.get('/metrics', requireScope('metrics'), async (c) => {
+mount(metrics, createRoute({
+  method: 'get', path: '/metrics', tags: ['operator'], security: bearer, summary: 'Prometheus metrics, read from Postgres at scrape time',
+  middleware: [requireScope('metrics')],
+  responses: { 200: { description: 'Prometheus text exposition format', content: { [CONTENT_TYPE]: { schema: z.string() } } }, ...errorAnswers(...AUTH_ERRORS) },
+}), async (c) => {
   const inv = await invocationOf(c);
   const families = await collectMetrics(inv.sql, { stuckJobMs: inv.config.stuckJobMs });
   return c.body(renderMetrics(families), 200, { 'content-type': CONTENT_TYPE, 'cache-control': 'no-store' });

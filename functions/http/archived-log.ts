@@ -1,0 +1,24 @@
+import type { Context } from 'hono';
+import type { Job } from '../../queue/index.ts';
+import { R2LogArchive } from '../adapters/r2-log-archive.ts';
+import type { WorkerEnv } from '../config.ts';
+import { envSecrets } from '../invocation.ts';
+import { scrubText } from '../lib/redact.ts';
+
+/**
+ * A build's archived log as plain text (what is archived so far while it runs); the dashboard
+ * serves it too. The lines are the build's own output, HTML included: nosniff and a sandboxing CSP
+ * keep a browser from ever rendering or running them, and no cache keeps a copy.
+ */
+export async function archivedLog<E extends { Bindings: WorkerEnv }>(c: Context<E>, build: Job): Promise<Response> {
+  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(build.id);
+  // Lines are scrubbed before they are archived; an archive written before that was not.
+  return c.body(scrubText(archived?.text ?? '', envSecrets(c.env)), 200, {
+    'content-type': 'text/plain; charset=utf-8',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': "default-src 'none'; sandbox",
+    'cache-control': 'no-store',
+    'x-build-status': build.status,
+    'x-build-last-line': String(archived?.lastSeq ?? 0),
+  });
+}
