@@ -3,7 +3,7 @@ import { openServer } from '../bench/server.ts';
 import { createStripeClient, StripeBilling } from '../functions/adapters/stripe-billing.ts';
 import { billingCronJob } from '../functions/jobs/billing-cron.ts';
 import { invoiceAccountJob } from '../functions/jobs/invoice-account.ts';
-import { connect, enqueue, JobRegistry, runSteps, TERMINAL_STATUSES, type JobStatus } from '../queue/index.ts';
+import { connect, enqueue, getJob, JobRegistry, runSteps, TERMINAL_STATUSES, type JobStatus } from '../queue/index.ts';
 import { migrate } from '../queue/migrate.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { stripeSandbox } from '../sandbox/stripe.ts';
@@ -84,8 +84,7 @@ try {
     );
     const claimed = counts.reduce((n, c) => n + c.claimed, 0);
     steps += claimed;
-    const [row] = await sql`select status from worker.jobs where id = ${cron.id}`;
-    cronStatus = row!.status as JobStatus;
+    cronStatus = (await getJob(sql, cron.id))?.job.status ?? cronStatus;
     const [open] = await sql`select count(*)::int as n from platform.invoices where period = '2026-11' and status <> 'draft'`;
     console.log(`  tick ${ticks}: ${claimed} steps in ${((performance.now() - tickStarted) / 1000).toFixed(1)} s, ${open!.n} invoices finalized, billing_cron ${cronStatus}`);
     clock = new Date(clock.getTime() + TICK_MS);

@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import {
-  cancelJob, ConflictError, failJobPermanently, isJobId, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
+  cancelJob, ConflictError, failJobPermanently, getJob, isJobId, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
   requeueJob, rescueExpiredLeases, runningJobs, ValidationError,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
@@ -73,7 +73,7 @@ export const COMMANDS: Record<string, Command> = {
     help: 'run a failed, cancelled or oom_killed job again from its checkpoint (resolves its poison alert)',
     needsId: true,
     async run(sql, id) {
-      const before = (await sql`select status from worker.jobs where id = ${id}::uuid`)[0]?.status as string | undefined;
+      const before = (await getJob(sql, id))?.job.status;
       const job = await requeueJob(sql, id);
       console.log(`requeued ${job.id} (was ${before}); it runs at the next claim`);
     },
@@ -103,7 +103,7 @@ export const COMMANDS: Record<string, Command> = {
     help: "take a running job's lease from its owner and make it claimable now",
     needsId: true,
     async run(sql, id) {
-      const before = (await sql`select locked_by from worker.jobs where id = ${id}::uuid`)[0]?.locked_by as string | null | undefined;
+      const before = (await getJob(sql, id))?.job.lockedBy;
       const job = await releaseJobLease(sql, id);
       console.log(`released the lease of ${job.id} (owner ${before ?? '?'}); it is queued again`);
     },
