@@ -32,7 +32,7 @@ async function transition(sql: Sql, id: string, t: Transition): Promise<Job> {
       const updated = await jobById(tx, id);
       if (!updated) throw new NotFoundError(`no job ${id}`);
       return updated;
-    })) as Job;
+    }));
   } catch (error) {
     if ((error as { code?: string }).code === '23505') {
       throw new ConflictError(`cannot change job ${id}: another job with its dedupe key is already waiting or active`);

@@ -50,5 +50,5 @@ export async function migrate(sql: Sql, dir = MIGRATIONS_DIR): Promise<string[]>
       done.push(`functions/${file}`);
     }
     return done;
-  })) as string[];
+  }));
 }

@@ -26,7 +26,7 @@ async function fenced(sql: Sql, effect: SettleEffect | undefined, statement: (q:
     if (!(await statement(tx))) return false;
     await effect(tx);
     return true;
-  }) as Promise<boolean>;
+  });
 }
 
 export interface HeartbeatResult {
