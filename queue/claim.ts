@@ -41,7 +41,7 @@ export async function settleAndClaim(sql: Queryable, completions: Completion[], 
 
 /**
  * worker.settle_and_claim writes each claimed job as a positional array, in this column order
- * (migrations/0062): half the bytes of an object repeating every column name.
+ * (migrations/functions/worker.settle_and_claim.sql): half the bytes of an object repeating every column name.
  */
 export const CLAIMED_COLUMNS = JOB_COLUMNS;
 
