@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type Sql } from '../queue/db.ts';
+import { finishCounts, jobTimes, type JobTimes as JobRow } from '../queue/driver/benchmark.ts';
 import { enqueueBatch } from '../queue/enqueue.ts';
 import { PROJECT_ROOT } from '../scripts/lib/cli.ts';
 import { launchDevStack, type LaunchedDevStack } from '../scripts/lib/dev-stack.ts';
@@ -312,36 +313,17 @@ async function enqueueOne(stack: Stack): Promise<{ id: string; startedAt: number
 async function waitSettled(stack: Stack, ids: string[], timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    const [row] = await stack.probe`
-      select count(*) filter (where finished_at is null)::int as open,
-             count(*) filter (where status <> 'done' and finished_at is not null)::int as bad
-        from worker.jobs where id = any(${ids}::uuid[])`;
-    if (row!.bad > 0) throw new Error(`${row!.bad} jobs ended other than done`);
-    if (row!.open === 0) return;
-    if (performance.now() > deadline) throw new Error(`${row!.open} of ${ids.length} jobs not finished after ${timeoutMs / 1000} s`);
+    const row = await finishCounts(stack.probe, ids);
+    if (row.bad > 0) throw new Error(`${row.bad} jobs ended other than done`);
+    if (row.open === 0) return;
+    if (performance.now() > deadline) throw new Error(`${row.open} of ${ids.length} jobs not finished after ${timeoutMs / 1000} s`);
     await sleep(20);
   }
 }
 
-interface JobRow {
-  id: string;
-  created: number;
-  started: number;
-  finished: number;
-}
-
 /** Epoch ms (fractional) of the jobs' rows, and how many invocations claimed them. */
 async function jobRows(stack: Stack, ids: string[]): Promise<{ rows: JobRow[]; invocations: number }> {
-  const rows = await stack.probe<JobRow[]>`
-    select id,
-           extract(epoch from created_at)::float8 * 1000 as created,
-           extract(epoch from started_at)::float8 * 1000 as started,
-           extract(epoch from finished_at)::float8 * 1000 as finished
-      from worker.jobs where id = any(${ids}::uuid[])`;
-  const [owners] = await stack.probe`
-    select count(distinct detail->>'owner')::int as n
-      from worker.job_events where kind = 'claimed' and job_id = any(${ids}::uuid[])`;
-  return { rows, invocations: owners!.n as number };
+  return jobTimes(stack.probe, ids);
 }
 
 function sampleAll(stack: Stack): { own: CpuSample; tree: Record<string, number> } {

@@ -1,4 +1,8 @@
 import postgres from 'postgres';
+import { connect } from '../queue/db.ts';
+import { createDrainProcedure } from '../queue/driver/benchmark.ts';
+import { upsertJobTypes } from '../queue/driver/job-types.ts';
+import { enqueueBatch } from '../queue/enqueue.ts';
 import { migrate } from '../queue/migrate.ts';
 
 // Prepares the database bench/instructions.sh measures: migrations, JOBS queued no-op jobs, and
@@ -10,24 +14,15 @@ if (!url || !Number.isInteger(jobs) || jobs < 1) throw new Error('usage: instruc
 const admin = postgres(url, { max: 1, onnotice: () => {} });
 await admin`create database bench`;
 await admin.end();
-const sql = postgres(url.replace(/\/[^/]*$/, '/bench'), { max: 1, onnotice: () => {} });
+const sql = connect(url.replace(/\/[^/]*$/, '/bench'), { max: 1 });
 await migrate(sql);
-await sql`insert into worker.job_types (type) values ('bench_noop')`;
-await sql`select count(*) from worker.enqueue_jobs((select jsonb_agg(jsonb_build_object('type', 'bench_noop')) from generate_series(1, ${jobs}::int)))`;
-await sql`
-  create procedure public.drain() language plpgsql as $$
-  declare done jsonb := '[]'; r json;
-  begin
-    loop
-      r := worker.settle_and_claim(done, 'bench', null, 128);
-      -- The next completions come from the table (the jobs this loop holds), not from parsing r:
-      -- parsing json in SQL would cost more than writing it and would change with its format.
-      select coalesce(jsonb_agg(jsonb_build_object('id', j.id, 'token', j.lease_token, 'result', null)), '[]') into done
-        from worker.jobs j where j.status = 'running';
-      commit;
-      exit when jsonb_array_length(done) = 0;
-    end loop;
-  end $$`;
+// the table's defaults, as a type row written by hand would have them
+await upsertJobTypes(sql, [{
+  type: 'bench_noop', lease_ms: 120_000, max_attempts: 3, weight: 'light', payload_schema: null, access: 'internal',
+  enqueue_via: null, concurrency_key: null, concurrency_limit: null,
+}]);
+await enqueueBatch(sql, Array.from({ length: jobs }, () => ({ type: 'bench_noop' })));
+await createDrainProcedure(sql);
 await sql`vacuum analyze`;
 await sql`checkpoint`;
 await sql.end();

@@ -52,8 +52,7 @@ async function withInstance<T>(
 }
 
 async function unsettled(probe: postgres.Sql, instance: SystemInstance): Promise<number> {
-  const [row] = await probe.unsafe(instance.unsettledSql);
-  return row!.n as number;
+  return instance.unsettled(probe);
 }
 
 /**

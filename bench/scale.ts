@@ -1,5 +1,7 @@
 import { claimJobs } from '../queue/claim.ts';
 import { connect, type Sql } from '../queue/db.ts';
+import { insertDueJobs, insertFinishedJobs } from '../queue/driver/benchmark.ts';
+import { queueDepth } from '../queue/inspect.ts';
 import { migrate } from '../queue/migrate.ts';
 import { runSteps } from '../queue/runner.ts';
 import { completeJobs } from '../queue/settle.ts';
@@ -27,18 +29,6 @@ interface ScaleMeasurement {
   drainCpuMs: number | null;
 }
 
-/** Queue `n` due jobs (with their enqueued events) in one statement. */
-async function queueJobs(sql: Sql, n: number): Promise<void> {
-  await sql`
-    with ins as (
-      insert into worker.jobs (type, payload, run_at, created_at)
-      select ${NOOP_TYPE}, '{}'::jsonb, now() - interval '1 minute', now() - interval '1 minute'
-        from generate_series(1, ${n}::int)
-      returning id, created_at, run_at)
-    insert into worker.job_events (job_id, at, kind, detail)
-    select id, created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', run_at) from ins`;
-}
-
 /**
  * The history a busy deployment retains: `n` jobs finished over the last six days (inside the
  * default 7-day retention), each with its enqueued, claimed and done events, written in time order.
@@ -46,22 +36,7 @@ async function queueJobs(sql: Sql, n: number): Promise<void> {
 async function loadFinished(sql: Sql, n: number): Promise<void> {
   for (let from = 0; from < n; from += LOAD_CHUNK) {
     const to = Math.min(n, from + LOAD_CHUNK);
-    await sql`
-      with ins as (
-        insert into worker.jobs (type, payload, status, run_at, attempts, locked_by, lease_token, result,
-                                 created_at, started_at, claimed_at, finished_at)
-        select ${NOOP_TYPE}, '{}'::jsonb, 'done', ts, 1, 'loader', gen_random_uuid(), 'null'::jsonb,
-               ts, ts + interval '1 ms', ts + interval '1 ms', ts + interval '5 ms'
-          from (select now() - interval '6 days' + g * (interval '6 days' / ${n}::int) as ts
-                  from generate_series(${from + 1}::int, ${to}::int) g) x
-        returning id, created_at, lease_token)
-      insert into worker.job_events (job_id, at, kind, detail)
-      select i.id, i.created_at + e.off, e.kind, e.detail
-        from ins i
-       cross join (values (0, interval '0', 'enqueued', '{"batch": true}'::jsonb),
-                          (1, interval '1 ms', 'claimed', '{"owner": "loader", "attempt": 1}'::jsonb),
-                          (2, interval '5 ms', 'done', '{"attempt": 1}'::jsonb)) e(ord, off, kind, detail)
-       order by i.created_at, e.ord`;
+    await insertFinishedJobs(sql, NOOP_TYPE, { from, to, n });
     process.stdout.write(`\r  loading finished jobs: ${to.toLocaleString('en-US')} / ${n.toLocaleString('en-US')}`);
   }
   process.stdout.write('\n');
@@ -137,7 +112,7 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
     const db = await server.freshDatabase('scale_empty');
     const sql = await prepare(db.url);
     try {
-      await queueJobs(sql, need);
+      await insertDueJobs(sql, NOOP_TYPE, need);
       await settleDatabase(sql);
       const m = await measure(db.url, args, server.postmaster);
       empty.push(m);
@@ -154,7 +129,7 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
   try {
     const t0 = performance.now();
     await loadFinished(sql, args.scaleFinished);
-    await queueJobs(sql, args.scaleQueued);
+    await insertDueJobs(sql, NOOP_TYPE, args.scaleQueued);
     await settleDatabase(sql);
     console.log(`  loaded ${args.scaleFinished} finished + ${args.scaleQueued} queued jobs in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     for (let run = 1; run <= args.runs; run++) {
@@ -167,8 +142,9 @@ export async function runScaleCheck(server: BenchServer, args: BenchArgs): Promi
         from pg_class c join pg_namespace n on n.oid = c.relnamespace
        where n.nspname = 'worker' and c.relname in ('jobs', 'job_events')`;
     sizes = Object.fromEntries(rows.map((r) => [r.name as string, r.size as string]));
-    const counts = await sql`select status, count(*)::int as n from worker.jobs group by status order by status`;
-    console.log(`  loaded table: ${counts.map((r) => `${r.n} ${r.status}`).join(', ')}; sizes ${JSON.stringify(sizes)}`);
+    const counts = new Map<string, number>();
+    for (const d of await queueDepth(sql)) counts.set(d.status, (counts.get(d.status) ?? 0) + d.count);
+    console.log(`  loaded table: ${[...counts].map(([status, n]) => `${n} ${status}`).join(', ')}; sizes ${JSON.stringify(sizes)}`);
   } finally {
     await sql.end({ timeout: 5 });
     await db.drop();

@@ -1419,6 +1419,22 @@ begin
   request := v_p.request;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.raise_poison_alert(p_kind text, p_job_id uuid, p_message text, p_detail jsonb, p_at timestamp with time zone)
+ RETURNS boolean
+ LANGUAGE sql
+AS $function$
+  -- The one insert of a job's terminal alert (poison_job, lease_oom): a job ends once, so a
+  -- second raise for it (an open alert of the same kind and key) is a no-op, never a second alert.
+  -- Returns whether it opened one.
+  with ins as (
+    insert into worker.alerts (kind, key, job_id, message, detail, opened_at, last_seen_at)
+    values (p_kind, p_job_id::text, p_job_id, p_message, p_detail, p_at, p_at)
+    on conflict do nothing
+    returning 1
+  )
+  select exists (select from ins)
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.record_depth_snapshot(p_at timestamp with time zone, p_retention_ms bigint DEFAULT 604800000)
  RETURNS void
  LANGUAGE sql
@@ -1509,22 +1525,24 @@ begin
                   'nextCost', u.next_cost, 'pool', u.pool, 'maxRunningWeight', u.pool_max) else '{}'::jsonb end
       from upd u where u.outcome <> 'queued'
   ), al as (
-    insert into worker.alerts (kind, key, job_id, message, detail, opened_at, last_seen_at)
-    select case u.outcome when 'oom_killed' then 'lease_oom' else 'poison_job' end, u.id::text, u.id,
-           'job ' || u.id || ' (' || u.type || ') ended ' || u.outcome || ' after its lease expired'
-             || case when u.no_room then ': the next weight class (' || u.next_weight || ', cost ' || u.next_cost
-                  || ') does not fit pool ' || u.pool || ' (max_running_weight ' || u.pool_max || ')' else '' end,
-           jsonb_build_object('type', u.type, 'attempts', u.attempts)
-             || case when u.no_room then jsonb_build_object('weight', u.from_weight, 'next', u.next_weight,
-                  'pool', u.pool, 'maxRunningWeight', u.pool_max) else '{}'::jsonb end,
-           v_now, v_now
+    select worker.raise_poison_alert(
+             case u.outcome when 'oom_killed' then 'lease_oom' else 'poison_job' end, u.id,
+             'job ' || u.id || ' (' || u.type || ') ended ' || u.outcome || ' after its lease expired'
+               || case when u.no_room then ': the next weight class (' || u.next_weight || ', cost ' || u.next_cost
+                    || ') does not fit pool ' || u.pool || ' (max_running_weight ' || u.pool_max || ')' else '' end,
+             jsonb_build_object('type', u.type, 'attempts', u.attempts)
+               || case when u.no_room then jsonb_build_object('weight', u.from_weight, 'next', u.next_weight,
+                    'pool', u.pool, 'maxRunningWeight', u.pool_max) else '{}'::jsonb end,
+             v_now)
       from upd u where u.outcome <> 'queued'
-    on conflict do nothing
   )
   select count(*) filter (where outcome = 'queued'), count(*) filter (where outcome = 'failed'),
          count(*) filter (where outcome = 'oom_killed')
     into requeued, failed, oom_killed
-    from upd;
+    from upd
+    -- al is a plain select, which runs only as far as it is read: reading its count (one row)
+    -- raises every alert without changing the counts
+    cross join (select count(*) from al) alerted;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.resolve_alerts_on_operator_action()

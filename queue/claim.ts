@@ -1,6 +1,8 @@
 import type { Queryable } from './db.ts';
-import { toJob, type Job } from './job.ts';
-import { completionsJson, type Completion } from './settle.ts';
+import { claimRows, settleAndClaimRows } from './driver/claim.ts';
+import { JOB_COLUMNS } from './driver/rows.ts';
+import type { Job } from './job.ts';
+import type { Completion } from './settle.ts';
 
 export interface ClaimOptions {
   /** Who claims: the invocation or process id, stored in locked_by. */
@@ -25,22 +27,7 @@ const DEADLOCK = '40P01';
  * leasing each to `workerId` with a fresh lease token. One round trip (worker.claim_jobs).
  */
 export async function claimJobs(sql: Queryable, options: ClaimOptions): Promise<Job[]> {
-  return retryingClaim(async () => (await claimStatement(sql, options)).map(toJob));
-}
-
-function claimStatement(sql: Queryable, options: ClaimOptions) {
-  return sql`
-    select * from worker.claim_jobs(${options.workerId}, ${options.pool ?? null}, ${options.limit}::int,
-                                    ${options.now ?? null}::timestamptz, ${typesParam(options)}::text[])`;
-}
-
-/**
- * The p_types argument (null takes every type) as a text[] literal: a client that did not fetch
- * the server's types (fetch_types: false, as the Worker's) cannot serialize a JS array.
- */
-function typesParam(options: ClaimOptions): string | null {
-  if (options.types === undefined) return null;
-  return `{${options.types.map((t) => `"${t.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
+  return retryingClaim(() => claimRows(sql, options));
 }
 
 /**
@@ -49,34 +36,14 @@ function typesParam(options: ClaimOptions): string | null {
  * jobs done. If the claim fails, the completions roll back with it and both are retried.
  */
 export async function settleAndClaim(sql: Queryable, completions: Completion[], options: ClaimOptions): Promise<{ settled: Set<string>; jobs: Job[] }> {
-  return retryingClaim(async () => {
-    const [row] = await sql`
-      select worker.settle_and_claim(${sql.json(completionsJson(completions))}::jsonb, ${options.workerId}, ${options.pool ?? null},
-                                     ${options.limit}::int, ${options.now ?? null}::timestamptz, ${typesParam(options)}::text[]) as r`;
-    const r = row!.r as { settled: string[]; jobs: unknown[][] };
-    return { settled: new Set(r.settled), jobs: r.jobs.map(claimedJob) };
-  });
+  return retryingClaim(() => settleAndClaimRows(sql, completions, options));
 }
 
 /**
  * worker.settle_and_claim writes each claimed job as a positional array, in this column order
- * (migrations/0062): half the bytes of an object repeating every column name.
+ * (migrations/functions/worker.settle_and_claim.sql): half the bytes of an object repeating every column name.
  */
-export const CLAIMED_COLUMNS = [
-  'id', 'type', 'payload', 'status', 'priority', 'run_at', 'attempts', 'max_attempts', 'locked_until',
-  'locked_by', 'lease_token', 'dedupe_key', 'submit_key', 'last_error', 'result', 'step', 'checkpoint',
-  'pool', 'weight', 'running_pool', 'concurrency_key', 'concurrency_limit', 'cancel_requested_at',
-  'cancel_reason', 'superseded_by', 'crashes', 'created_at', 'started_at', 'claimed_at', 'finished_at',
-] as const;
-
-function claimedJob(values: unknown[]): Job {
-  if (values.length !== CLAIMED_COLUMNS.length) {
-    throw new Error(`settle_and_claim returned ${values.length} columns per job, expected ${CLAIMED_COLUMNS.length}: migrations and queue/claim.ts disagree`);
-  }
-  const row: Record<string, unknown> = {};
-  for (let i = 0; i < CLAIMED_COLUMNS.length; i++) row[CLAIMED_COLUMNS[i]!] = values[i];
-  return toJob(row);
-}
+export const CLAIMED_COLUMNS = JOB_COLUMNS;
 
 async function retryingClaim<T>(claim: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {

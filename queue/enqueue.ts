@@ -1,6 +1,8 @@
 import type { Queryable } from './db.ts';
 import { translatePgError } from './errors.ts';
-import { toJob, type Job, type JsonObject } from './job.ts';
+import { enqueueRow, enqueueRows } from './driver/enqueue.ts';
+import { typeAccessRows } from './driver/job-types.ts';
+import type { Job, JsonObject } from './job.ts';
 import type { JobAccess } from './registry.ts';
 
 export interface EnqueueInput {
@@ -40,14 +42,7 @@ export interface ClockOption {
  */
 export async function enqueue(sql: Queryable, input: EnqueueInput, options: ClockOption = {}): Promise<EnqueueResult> {
   try {
-    const [row] = await sql`
-      select worker.enqueue_job_ex(
-        ${input.type}, ${sql.json(input.payload ?? {})}::jsonb, ${input.priority ?? 50}::int,
-        ${input.runAt ?? null}::timestamptz, ${input.maxAttempts ?? null}::int, ${input.dedupeKey ?? null},
-        ${input.submitKey ?? null}, ${input.pool ?? null}, ${input.weight ?? null},
-        ${input.concurrencyKey ?? null}, ${input.concurrencyLimit ?? null}::int,
-        ${input.delayMs ?? null}::bigint, ${options.now ?? null}::timestamptz) as j`;
-    return fromEnqueueRow(row!.j as Record<string, unknown>);
+    return await enqueueRow(sql, input, options.now);
   } catch (error) {
     throw translatePgError(error);
   }
@@ -57,20 +52,10 @@ export async function enqueue(sql: Queryable, input: EnqueueInput, options: Cloc
 export async function enqueueBatch(sql: Queryable, inputs: EnqueueInput[], options: ClockOption = {}): Promise<EnqueueResult[]> {
   if (inputs.length === 0) return [];
   try {
-    const rows = await sql`
-      select j from worker.enqueue_jobs(${sql.json(inputs as unknown as JsonObject[])}::jsonb, ${options.now ?? null}::timestamptz) j`;
-    return rows.map((r) => fromEnqueueRow(r.j as Record<string, unknown>));
+    return await enqueueRows(sql, inputs, options.now);
   } catch (error) {
     throw translatePgError(error);
   }
-}
-
-function fromEnqueueRow(row: Record<string, unknown>): EnqueueResult {
-  return {
-    job: toJob(row),
-    duplicate: row._duplicate === true,
-    superseded: (row._superseded as string | null | undefined) ?? null,
-  };
 }
 
 export interface TypeAccess {
@@ -86,7 +71,5 @@ export interface TypeAccess {
 export async function typeAccess(sql: Queryable, types: readonly string[]): Promise<Map<string, TypeAccess>> {
   const distinct = [...new Set(types)];
   if (distinct.length === 0) return new Map();
-  const rows = await sql`
-    select type, access, enqueue_via from worker.job_types where type in ${sql(distinct)}`;
-  return new Map(rows.map((r) => [r.type as string, { access: r.access as JobAccess, enqueueVia: (r.enqueue_via as string | null) ?? null }]));
+  return typeAccessRows(sql, distinct);
 }

@@ -1,6 +1,9 @@
-import type { Sql } from './db.ts';
+import type { Queryable, Sql } from './db.ts';
+import { insertJobEvent as event } from './driver/events.ts';
+import { jobById } from './driver/jobs.ts';
+import { cancelRow, failRow, lockJob, requestCancelRow, requeueRow, setPriorityRow, setRunAt, takeLeaseRow } from './driver/manual.ts';
 import { ConflictError, NotFoundError, ValidationError } from './errors.ts';
-import { isJobId, toJob, type Job, type JobStatus } from './job.ts';
+import { isJobId, type Job, type JobStatus } from './job.ts';
 
 /**
  * Manual operations (over HTTP, in the CLI, or called directly). Each locks the job row, checks
@@ -12,33 +15,30 @@ interface Transition {
   from: readonly JobStatus[];
   verb: string;
   now?: Date;
-  change: (tx: Sql, job: Job, now: Date) => Promise<unknown>;
+  change: (tx: Queryable, job: Job, now: Date) => Promise<unknown>;
 }
 
 async function transition(sql: Sql, id: string, t: Transition): Promise<Job> {
   if (!isJobId(id)) throw new NotFoundError(`no job ${id}`);
   try {
     return (await sql.begin(async (tx) => {
-      const [row] = await tx`select *, coalesce(${t.now ?? null}::timestamptz, now()) as _now from worker.jobs where id = ${id} for update`;
-      if (!row) throw new NotFoundError(`no job ${id}`);
-      const job = toJob(row);
+      const locked = await lockJob(tx, id, t.now);
+      if (!locked) throw new NotFoundError(`no job ${id}`);
+      const { job, now } = locked;
       if (!t.from.includes(job.status)) {
         throw new ConflictError(`cannot ${t.verb} job ${id}: it is ${job.status} (allowed from ${t.from.join(', ')})`);
       }
-      await t.change(tx as unknown as Sql, job, row._now as Date);
-      const [updated] = await tx`select * from worker.jobs where id = ${id}`;
-      return toJob(updated!);
-    })) as Job;
+      await t.change(tx, job, now);
+      const updated = await jobById(tx, id);
+      if (!updated) throw new NotFoundError(`no job ${id}`);
+      return updated;
+    }));
   } catch (error) {
     if ((error as { code?: string }).code === '23505') {
       throw new ConflictError(`cannot change job ${id}: another job with its dedupe key is already waiting or active`);
     }
     throw error;
   }
-}
-
-async function event(tx: Sql, jobId: string, now: Date, kind: string, detail: Record<string, unknown>): Promise<void> {
-  await tx`insert into worker.job_events (job_id, at, kind, detail) values (${jobId}, ${now}, ${kind}, ${tx.json(detail as never)})`;
 }
 
 /** Run a failed, cancelled or oom_killed job again from its checkpoint, with fresh attempts. */
@@ -48,9 +48,7 @@ export async function requeueJob(sql: Sql, id: string, options: { now?: Date } =
     verb: 'requeue',
     now: options.now,
     change: async (tx, job, now) => {
-      await tx`update worker.jobs set status = 'queued', attempts = 0, run_at = ${now}, finished_at = null,
-                 locked_until = null, cancel_requested_at = null, cancel_reason = null, last_error = null
-               where id = ${job.id}`;
+      await requeueRow(tx, job.id, now);
       await event(tx, job.id, now, 'requeued', { from: job.status });
     },
   });
@@ -64,8 +62,7 @@ export async function failJobPermanently(sql: Sql, id: string, reason: string, o
     verb: 'fail',
     now: options.now,
     change: async (tx, job, now) => {
-      await tx`update worker.jobs set status = 'failed', last_error = ${reason}, finished_at = ${now}, locked_until = null,
-                 running_pool = null where id = ${job.id}`;
+      await failRow(tx, job.id, reason, now);
       await event(tx, job.id, now, 'failed', { reason, manual: true });
     },
   });
@@ -83,15 +80,12 @@ export async function cancelJob(sql: Sql, id: string, reason = 'cancelled by ope
     now: options.now,
     change: async (tx, job, now) => {
       if (job.status === 'queued' && job.startedAt === null) {
-        await tx`update worker.jobs set status = 'cancelled', finished_at = ${now}, last_error = ${reason},
-                   cancel_requested_at = ${now}, cancel_reason = ${reason} where id = ${job.id}`;
+        await cancelRow(tx, job.id, reason, now);
         await event(tx, job.id, now, 'cancelled', { reason, hookRan: false });
         return;
       }
       if (job.cancelRequestedAt) return; // already requested: idempotent
-      await tx`update worker.jobs set cancel_requested_at = ${now}, cancel_reason = ${reason},
-                 run_at = case when status = 'queued' then ${now} else run_at end
-               where id = ${job.id}`;
+      await requestCancelRow(tx, job.id, reason, now);
       await event(tx, job.id, now, 'cancel_requested', { reason });
     },
   });
@@ -105,7 +99,7 @@ export async function rescheduleJob(sql: Sql, id: string, runAt: Date, options: 
     verb: 'reschedule',
     now: options.now,
     change: async (tx, job, now) => {
-      await tx`update worker.jobs set run_at = ${runAt} where id = ${job.id}`;
+      await setRunAt(tx, job.id, runAt);
       await event(tx, job.id, now, 'rescheduled', { from: job.runAt.toISOString(), to: runAt.toISOString() });
     },
   });
@@ -124,7 +118,7 @@ export async function resumeJob(sql: Sql, id: string, expectStep?: string, optio
       if (expectStep && job.step !== expectStep) {
         throw new ConflictError(`cannot resume job ${id}: it is at step ${job.step}, not ${expectStep}`);
       }
-      await tx`update worker.jobs set run_at = ${now} where id = ${job.id}`;
+      await setRunAt(tx, job.id, now);
       await event(tx, job.id, now, 'resumed', { step: job.step });
     },
   });
@@ -139,7 +133,7 @@ export async function setJobPriority(sql: Sql, id: string, priority: number, opt
     verb: 'change the priority of',
     now: options.now,
     change: async (tx, job, now) => {
-      await tx`update worker.jobs set priority = ${priority} where id = ${job.id}`;
+      await setPriorityRow(tx, job.id, priority);
       await event(tx, job.id, now, 'priority_changed', { from: job.priority, to: priority });
     },
   });
@@ -152,8 +146,7 @@ export async function releaseJobLease(sql: Sql, id: string, options: { now?: Dat
     verb: 'release the lease of',
     now: options.now,
     change: async (tx, job, now) => {
-      await tx`update worker.jobs set status = 'queued', run_at = ${now}, locked_until = null, running_pool = null,
-                 lease_token = null where id = ${job.id}`;
+      await takeLeaseRow(tx, job.id, now);
       await event(tx, job.id, now, 'lease_released', { owner: job.lockedBy, manual: true });
     },
   });

@@ -3,15 +3,13 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Sql } from './db.ts';
+import { appliedMigrations, functionHashes, lockAndPrepare, recordFunction, recordMigration } from './driver/migrations.ts';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations/', import.meta.url));
 /** The migration files' names; everything else in the folder (functions/, schema.sql) is not one. */
 export const MIGRATION_FILE = /^\d{4}_[a-z0-9_]+\.sql$/;
 /** <schema>.<function>.sql: every overload of that function, as it is now (create or replace). */
 export const FUNCTION_FILE = /^[a-z_]+\.[a-z0-9_]+\.sql$/;
-
-// Any constant works; it only has to be the same for every migrator of this schema.
-const MIGRATION_LOCK_ID = 0x5b_a5e_001;
 
 /**
  * Apply each migrations/*.sql file once, in file-name order, recording it in
@@ -32,31 +30,25 @@ export async function migrate(sql: Sql, dir = MIGRATIONS_DIR): Promise<string[]>
   const functionsDir = `${dir}/functions`;
   const functionFiles = existsSync(functionsDir) ? (await readdir(functionsDir)).filter((f) => FUNCTION_FILE.test(f)).sort() : [];
   return (await sql.begin(async (tx) => {
-    await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_ID})`;
-    await tx`create schema if not exists worker`;
-    await tx`create table if not exists worker.schema_migrations (
-               name text primary key, applied_at timestamptz not null default now())`;
-    await tx`create table if not exists worker.schema_functions (
-               name text primary key, sha256 text not null, applied_at timestamptz not null default now())`;
-    const applied = new Set((await tx`select name from worker.schema_migrations`).map((r) => r.name as string));
+    await lockAndPrepare(tx);
+    const applied = await appliedMigrations(tx);
     const done: string[] = [];
     for (const file of files) {
       if (applied.has(file)) continue;
       await tx.unsafe(await readFile(`${dir}/${file}`, 'utf8'));
-      await tx`insert into worker.schema_migrations (name) values (${file})`;
+      await recordMigration(tx, file);
       done.push(file);
     }
     const migrated = done.length > 0;
-    const hashes = new Map((await tx`select name, sha256 from worker.schema_functions`).map((r) => [r.name as string, r.sha256 as string]));
+    const hashes = await functionHashes(tx);
     for (const file of functionFiles) {
       const text = await readFile(`${functionsDir}/${file}`, 'utf8');
       const sha256 = createHash('sha256').update(text).digest('hex');
       if (!migrated && hashes.get(file) === sha256) continue;
       await tx.unsafe(text);
-      await tx`insert into worker.schema_functions (name, sha256) values (${file}, ${sha256})
-               on conflict (name) do update set sha256 = excluded.sha256, applied_at = now()`;
+      await recordFunction(tx, file, sha256);
       done.push(`functions/${file}`);
     }
     return done;
-  })) as string[];
+  }));
 }

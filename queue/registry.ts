@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Sql } from './db.ts';
+import { upsertJobTypes } from './driver/job-types.ts';
 import type { Job, Json, JsonObject } from './job.ts';
 import type { SettleEffect } from './settle.ts';
 
@@ -159,20 +160,7 @@ export class JobRegistry {
       concurrency_limit: t.concurrency?.limit ?? null,
     }));
     if (rows.length === 0) return;
-    await sql`
-      insert into worker.job_types (type, lease_ms, max_attempts, weight, payload_schema, access, enqueue_via, concurrency_key, concurrency_limit)
-      select x.type, x.lease_ms, x.max_attempts, x.weight, x.payload_schema, x.access, x.enqueue_via, x.concurrency_key, x.concurrency_limit
-        from jsonb_to_recordset(${sql.json(rows as unknown as Json)}::jsonb)
-             as x(type text, lease_ms int, max_attempts int, weight text, payload_schema jsonb,
-                  access text, enqueue_via text, concurrency_key text, concurrency_limit int)
-      on conflict (type) do update set lease_ms = excluded.lease_ms, max_attempts = excluded.max_attempts,
-             weight = excluded.weight, payload_schema = excluded.payload_schema, access = excluded.access,
-             enqueue_via = excluded.enqueue_via, concurrency_key = excluded.concurrency_key,
-             concurrency_limit = excluded.concurrency_limit
-      where (worker.job_types.lease_ms, worker.job_types.max_attempts, worker.job_types.weight, worker.job_types.payload_schema,
-             worker.job_types.access, worker.job_types.enqueue_via, worker.job_types.concurrency_key, worker.job_types.concurrency_limit)
-            is distinct from (excluded.lease_ms, excluded.max_attempts, excluded.weight, excluded.payload_schema,
-             excluded.access, excluded.enqueue_via, excluded.concurrency_key, excluded.concurrency_limit)`;
+    await upsertJobTypes(sql, rows);
   }
 }
 

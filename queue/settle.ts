@@ -1,9 +1,13 @@
 import type { Queryable, Sql, TransactionSql } from './db.ts';
+import { extendLease, markCancelled, markContinued, markDone, markFailed, markRetried, releaseOwnLease as releaseLeaseRow } from './driver/settle.ts';
 import type { Job, Json, JsonObject } from './job.ts';
 
+export { completionsJson } from './driver/settle.ts';
+
 /**
- * Settling a step: every statement here is fenced by the job's lease token and `running`
- * status, so an owner that lost its lease (0 rows) can never overwrite someone else's work.
+ * Settling a step: every statement (queue/driver/settle.ts) is fenced by the job's lease token
+ * and `running` status, so an owner that lost its lease (0 rows) can never overwrite someone
+ * else's work.
  */
 
 /** Work done in the same transaction as a settle, only if the fence held (e.g. write desired state). */
@@ -16,14 +20,13 @@ export interface SettleOptions {
 
 type Fenced = Pick<Job, 'id' | 'leaseToken'>;
 
-async function fenced(sql: Sql, effect: SettleEffect | undefined, statement: (q: Queryable) => PromiseLike<readonly unknown[]>): Promise<boolean> {
-  if (!effect) return (await statement(sql)).length > 0;
+async function fenced(sql: Sql, effect: SettleEffect | undefined, statement: (q: Queryable) => Promise<boolean>): Promise<boolean> {
+  if (!effect) return statement(sql);
   return sql.begin(async (tx) => {
-    const rows = await statement(tx);
-    if (rows.length === 0) return false;
+    if (!(await statement(tx))) return false;
     await effect(tx);
     return true;
-  }) as Promise<boolean>;
+  });
 }
 
 export interface HeartbeatResult {
@@ -35,28 +38,14 @@ export interface HeartbeatResult {
 
 /** Extend the lease of a job still owned, by its type's lease length. */
 export async function heartbeat(sql: Queryable, job: Fenced, options: { now?: Date } = {}): Promise<HeartbeatResult> {
-  const [row] = await sql`
-    update worker.jobs j
-       set locked_until = coalesce(${options.now ?? null}::timestamptz, now()) + make_interval(secs => t.lease_ms / 1000.0)
-      from worker.job_types t
-     where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.status = 'running' and t.type = j.type
-    returning j.locked_until, j.cancel_requested_at`;
-  if (!row) return { owned: false, cancelRequested: false, lockedUntil: null };
-  return { owned: true, cancelRequested: row.cancel_requested_at !== null, lockedUntil: row.locked_until as Date };
+  const lease = await extendLease(sql, job, options.now);
+  if (!lease) return { owned: false, cancelRequested: false, lockedUntil: null };
+  return { owned: true, ...lease };
 }
 
 /** done: the result is stored once (the fence makes a second completion match nothing). */
 export async function completeJob(sql: Sql, job: Fenced, result: Json | undefined, options: SettleOptions = {}): Promise<boolean> {
-  return fenced(sql, options.effect, (q) => q`
-    with upd as (
-      update worker.jobs
-         set status = 'done', result = ${sql.json((result ?? null) as Json)}::jsonb,
-             finished_at = coalesce(${options.now ?? null}::timestamptz, now()), locked_until = null, running_pool = null
-       where id = ${job.id} and lease_token = ${job.leaseToken} and status = 'running'
-      returning id, finished_at, attempts)
-    insert into worker.job_events (job_id, at, kind, detail)
-    select id, finished_at, 'done', jsonb_build_object('attempt', attempts) from upd
-    returning job_id`);
+  return fenced(sql, options.effect, async (q) => (await markDone(q, [{ job, result }], options.now)).has(job.id));
 }
 
 export interface Completion {
@@ -71,13 +60,7 @@ export interface Completion {
  */
 export async function completeJobs(sql: Queryable, completions: Completion[], options: { now?: Date } = {}): Promise<Set<string>> {
   if (completions.length === 0) return new Set();
-  const rows = await sql`select id from worker.complete_jobs(${sql.json(completionsJson(completions))}::jsonb, ${options.now ?? null}::timestamptz)`;
-  return new Set(rows.map((r) => r.id as string));
-}
-
-/** The p_done argument of worker.complete_jobs and worker.settle_and_claim. */
-export function completionsJson(completions: Completion[]): Json {
-  return completions.map((c) => ({ id: c.job.id, token: c.job.leaseToken, result: c.result ?? null }));
+  return markDone(sql, completions, options.now);
 }
 
 export interface ContinueInput {
@@ -95,22 +78,7 @@ export interface ContinueInput {
  * A pending cancel request makes the job due at once, so its cancel hook runs next.
  */
 export async function continueJob(sql: Sql, job: Fenced, next: ContinueInput, options: SettleOptions = {}): Promise<boolean> {
-  const delayMs = next.delayMs === undefined ? 0 : next.delayMs;
-  return fenced(sql, options.effect, (q) => q`
-    with upd as (
-      update worker.jobs
-         set status = 'queued', step = ${next.step}, checkpoint = checkpoint || ${sql.json(next.checkpoint ?? {})}::jsonb,
-             attempts = 0, locked_until = null, running_pool = null,
-             run_at = case
-               when cancel_requested_at is not null then coalesce(${options.now ?? null}::timestamptz, now())
-               when ${delayMs}::bigint is null then 'infinity'::timestamptz
-               else coalesce(${options.now ?? null}::timestamptz, now()) + make_interval(secs => ${delayMs ?? 0}::bigint / 1000.0) end
-       where id = ${job.id} and lease_token = ${job.leaseToken} and status = 'running'
-      returning id, step, run_at)
-    insert into worker.job_events (job_id, at, kind, detail)
-    select id, coalesce(${options.now ?? null}::timestamptz, now()), 'checkpoint',
-           jsonb_build_object('step', step, 'runAt', run_at) from upd
-    returning job_id`);
+  return fenced(sql, options.effect, (q) => markContinued(q, job, next, options.now));
 }
 
 export type RetryOutcome = 'queued' | 'failed' | 'lost';
@@ -126,83 +94,20 @@ export async function retryJob(
   delayMs: number,
   options: { now?: Date; /** a pending cancel makes the retry due at once (default) */ cancelDueNow?: boolean } = {},
 ): Promise<RetryOutcome> {
-  const now = options.now ?? null;
-  const cancelDueNow = options.cancelDueNow ?? true;
-  const [row] = await sql`
-    with upd as (
-      update worker.jobs j
-         set status = case when j.attempts >= j.max_attempts then 'failed' else 'queued' end,
-             last_error = ${error}, locked_until = null, running_pool = null,
-             run_at = case when ${cancelDueNow}::boolean and j.cancel_requested_at is not null then coalesce(${now}::timestamptz, now())
-                           else coalesce(${now}::timestamptz, now()) + make_interval(secs => ${delayMs}::bigint / 1000.0) end,
-             finished_at = case when j.attempts >= j.max_attempts then coalesce(${now}::timestamptz, now()) end
-       where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.status = 'running'
-      returning j.id, j.type, j.status, j.attempts, j.max_attempts, j.run_at),
-    ev as (
-      insert into worker.job_events (job_id, at, kind, detail)
-      select id, coalesce(${now}::timestamptz, now()), case status when 'failed' then 'failed' else 'retry' end,
-             jsonb_build_object('error', ${error}::text, 'attempt', attempts, 'maxAttempts', max_attempts)
-             || case when status = 'queued' then jsonb_build_object('runAt', run_at) else '{}'::jsonb end
-        from upd),
-    al as (
-      insert into worker.alerts (kind, key, job_id, message, detail, opened_at, last_seen_at)
-      select 'poison_job', id::text, id, 'job ' || id || ' (' || type || ') failed after ' || attempts || ' attempts: ' || ${error}::text,
-             jsonb_build_object('type', type, 'attempts', attempts), coalesce(${now}::timestamptz, now()), coalesce(${now}::timestamptz, now())
-        from upd where status = 'failed'
-      on conflict do nothing)
-    select status from upd`;
-  return row ? (row.status as RetryOutcome) : 'lost';
+  return markRetried(sql, job, error, delayMs, options.cancelDueNow ?? true, options.now);
 }
 
 /** failed at once (a permanent error: retrying cannot help), with a poison_job alert. */
 export async function failJob(sql: Queryable, job: Fenced, error: string, options: { now?: Date } = {}): Promise<boolean> {
-  const now = options.now ?? null;
-  const rows = await sql`
-    with upd as (
-      update worker.jobs
-         set status = 'failed', last_error = ${error}, locked_until = null, running_pool = null,
-             finished_at = coalesce(${now}::timestamptz, now())
-       where id = ${job.id} and lease_token = ${job.leaseToken} and status = 'running'
-      returning id, type, attempts),
-    ev as (
-      insert into worker.job_events (job_id, at, kind, detail)
-      select id, coalesce(${now}::timestamptz, now()), 'failed', jsonb_build_object('error', ${error}::text, 'permanent', true) from upd),
-    al as (
-      insert into worker.alerts (kind, key, job_id, message, detail, opened_at, last_seen_at)
-      select 'poison_job', id::text, id, 'job ' || id || ' (' || type || ') failed: ' || ${error}::text,
-             jsonb_build_object('type', type, 'attempts', attempts), coalesce(${now}::timestamptz, now()), coalesce(${now}::timestamptz, now())
-        from upd
-      on conflict do nothing)
-    select id from upd`;
-  return rows.length > 0;
+  return markFailed(sql, job, error, options.now);
 }
 
 /** cancelled: the running job's cancel hook has run; the job ends here. */
 export async function settleCancelled(sql: Sql, job: Fenced, options: SettleOptions = {}): Promise<boolean> {
-  return fenced(sql, options.effect, (q) => q`
-    with upd as (
-      update worker.jobs
-         set status = 'cancelled', finished_at = coalesce(${options.now ?? null}::timestamptz, now()),
-             locked_until = null, running_pool = null, last_error = coalesce(cancel_reason, 'cancelled')
-       where id = ${job.id} and lease_token = ${job.leaseToken} and status = 'running'
-      returning id, finished_at, cancel_reason)
-    insert into worker.job_events (job_id, at, kind, detail)
-    select id, finished_at, 'cancelled', jsonb_build_object('reason', cancel_reason, 'hookRan', true) from upd
-    returning job_id`);
+  return fenced(sql, options.effect, (q) => markCancelled(q, job, options.now));
 }
 
 /** Give the lease back without using up the attempt, so the job is claimable at once (graceful shutdown). */
 export async function releaseOwnLease(sql: Queryable, job: Fenced, reason: string, options: { now?: Date } = {}): Promise<boolean> {
-  const now = options.now ?? null;
-  const rows = await sql`
-    with upd as (
-      update worker.jobs
-         set status = 'queued', attempts = greatest(attempts - 1, 0), locked_until = null, running_pool = null,
-             run_at = coalesce(${now}::timestamptz, now())
-       where id = ${job.id} and lease_token = ${job.leaseToken} and status = 'running'
-      returning id)
-    insert into worker.job_events (job_id, at, kind, detail)
-    select id, coalesce(${now}::timestamptz, now()), 'lease_released', jsonb_build_object('reason', ${reason}::text) from upd
-    returning job_id`;
-  return rows.length > 0;
+  return releaseLeaseRow(sql, job, reason, options.now);
 }

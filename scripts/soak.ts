@@ -3,6 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
+import { allEvents, allJobs, doubledWrites, openJobCounts } from '../queue/driver/tables.ts';
+import { jobsBySubmitKeys } from '../queue/jobs-query.ts';
+import type { Json } from '../queue/job.ts';
 import { migrate } from '../queue/migrate.ts';
 import { percentile } from '../bench/stats.ts';
 import { checkHistory } from './lib/history.ts';
@@ -282,21 +285,13 @@ log(`load done: ${operations} operations in ${loadSeconds.toFixed(0)} s; letting
 
 // ---- drain and check ----
 const sql = connect(databaseUrl, { max: 2 });
-async function openJobs(db: Sql) {
-  const [row] = await db`
-    select count(*) filter (where status = 'running')::int as running,
-           count(*) filter (where status = 'queued' and run_at <= now())::int as due,
-           count(*) filter (where status = 'queued' and run_at > now())::int as later
-      from worker.jobs`;
-  return row as { running: number; due: number; later: number };
-}
 const drainDeadline = Date.now() + drainSeconds * 1000;
-let open = await openJobs(sql);
+let open = await openJobCounts(sql);
 while ((open.running > 0 || open.due > 0 || open.later > 0) && Date.now() < drainDeadline) {
   // the tick runs due work every minute; a kick (here: a forced rescue) starts it sooner
   await call('rescue', 'POST', '/v1/maintenance/rescue');
   await delay(2000);
-  open = await openJobs(sql);
+  open = await openJobCounts(sql);
 }
 
 const problems: string[] = [];
@@ -304,41 +299,41 @@ const { jobs, problems: history, tally } = await checkHistory(sql);
 problems.push(...history.slice(0, 20));
 const missing = [...enqueued.keys()].filter((id) => !jobs.some((j) => j.id === id));
 if (missing.length) problems.push(`${missing.length} enqueued jobs are missing, e.g. ${missing.slice(0, 3).join(', ')}`);
-const stuck = await sql`
-  select id, type, status, run_at, locked_until from worker.jobs
-   where status = 'running' or (status = 'queued' and run_at <= now())`;
+const rows = await allJobs(sql);
+const dbNow = Date.now();
+const stuck = rows
+  .filter((j) => j.status === 'running' || (j.status === 'queued' && j.runAt.getTime() <= dbNow))
+  .map((j) => ({ id: j.id, type: j.type, status: j.status, run_at: j.runAt, locked_until: j.lockedUntil }));
 if (stuck.length) problems.push(`${stuck.length} jobs still running or due after the drain, e.g. ${JSON.stringify(stuck.slice(0, 3))}`);
-const [dupes] = await sql`
-  select (select count(*)::int from (select job_id from worker.job_events where kind = 'done' group by job_id having count(*) > 1) d) as done_twice,
-         (select count(*)::int from worker.jobs where (result is not null) <> (status = 'done')) as stray_results,
-         (select count(*)::int from (select submit_key from worker.jobs where submit_key is not null group by submit_key having count(*) > 1) s) as submit_twice`;
-if (dupes!.done_twice || dupes!.stray_results || dupes!.submit_twice) problems.push(`duplicates: ${JSON.stringify(dupes)}`);
+const doubled = await doubledWrites(sql);
+const dupes = { done_twice: doubled.doneTwice, stray_results: doubled.strayResults, submit_twice: doubled.submitTwice };
+if (dupes.done_twice || dupes.stray_results || dupes.submit_twice) problems.push(`duplicates: ${JSON.stringify(dupes)}`);
+const bySubmitKey = new Map((await jobsBySubmitKeys(sql, [...submitKeys.keys()])).map((j) => [j.submitKey, j.id]));
 for (const [key, id] of submitKeys) {
-  const [row] = await sql`select id from worker.jobs where submit_key = ${key}`;
-  if (row?.id !== id) problems.push(`submit key ${key}: job ${row?.id} in the database, ${id} answered`);
+  const found = bySubmitKey.get(key);
+  if (found !== id) problems.push(`submit key ${key}: job ${found} in the database, ${id} answered`);
 }
-const wrongResults = await sql`
-  select count(*)::int as n from worker.jobs
-   where status = 'done' and ((type = 'uppercase' and result->>'text' <> upper(payload->>'text'))
-                           or (type = 'countdown' and (result->>'steps')::int <> (payload->>'n')::int))`;
-if (wrongResults[0]!.n > 0) problems.push(`${wrongResults[0]!.n} done jobs with a wrong result`);
-const [cancelCheck] = await sql`
-  select count(*)::int as n from worker.jobs where id in (select jsonb_array_elements_text(${sql.json([...cancelled])}::jsonb)::uuid)
-     and status not in ('cancelled', 'done', 'failed')`;
-if (cancelCheck!.n > 0) problems.push(`${cancelCheck!.n} cancelled jobs ended neither cancelled nor finished`);
+const textOf = (value: Json, key: string) => (typeof value === 'object' && value !== null && !Array.isArray(value) ? value[key] : undefined);
+const wrongResults = rows.filter((j) => j.status === 'done' && (
+  (j.type === 'uppercase' && String(textOf(j.result, 'text')) !== String(j.payload.text).toUpperCase())
+  || (j.type === 'countdown' && Number(textOf(j.result, 'steps')) !== Number(j.payload.n)))).length;
+if (wrongResults > 0) problems.push(`${wrongResults} done jobs with a wrong result`);
+const cancelledLeft = rows.filter((j) => cancelled.has(j.id) && !['cancelled', 'done', 'failed'].includes(j.status)).length;
+if (cancelledLeft > 0) problems.push(`${cancelledLeft} cancelled jobs ended neither cancelled nor finished`);
 
 // ---- figures ----
-const byStatus = await sql`select status, count(*)::int as n from worker.jobs group by status order by status`;
-const [window] = await sql`
-  select count(*) filter (where finished_at <= to_timestamp(${loadEnds / 1000}))::int as finished_in_load,
-         (select count(*)::int from worker.job_events where kind = 'claimed' and at <= to_timestamp(${loadEnds / 1000})) as steps_in_load
-    from worker.jobs`;
-const startLatency = await sql`
-  select extract(epoch from started_at - created_at) * 1000 as ms from worker.jobs
-   where started_at is not null and run_at = created_at and submit_key is null and dedupe_key is null
-     and created_at <= to_timestamp(${loadEnds / 1000})
-   order by 1`;
-const startMs = startLatency.map((r) => Number(r.ms));
+const statusCounts = new Map<string, number>();
+for (const j of rows) statusCounts.set(j.status, (statusCounts.get(j.status) ?? 0) + 1);
+const byStatus = [...statusCounts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([status, n]) => ({ status, n }));
+const window = {
+  finished_in_load: rows.filter((j) => j.finishedAt !== null && j.finishedAt.getTime() <= loadEnds).length,
+  steps_in_load: (await allEvents(sql, { kind: 'claimed' })).filter((e) => e.at.getTime() <= loadEnds).length,
+};
+const startMs = rows
+  .filter((j) => j.startedAt !== null && j.runAt.getTime() === j.createdAt.getTime() && j.submitKey === null && j.dedupeKey === null
+    && j.createdAt.getTime() <= loadEnds)
+  .map((j) => (j.startedAt?.getTime() ?? 0) - j.createdAt.getTime())
+  .sort((a, b) => a - b);
 const enqueueMs = latencies.enqueue ?? [];
 const fmt = (n: number) => (Number.isNaN(n) ? '-' : `${n.toFixed(0)} ms`);
 const errorStatuses = Object.entries(statuses).filter(([k]) => / (5\d\d|network-error)$/.test(k));
@@ -348,7 +343,7 @@ console.log(`
   machine       ${(await import('node:os')).cpus().length} cores, ${Math.round((await import('node:os')).totalmem() / 2 ** 30)} GiB
 
   operations    ${operations} (${(operations / loadSeconds).toFixed(1)}/s; ${late} waited for a free slot)
-  jobs          ${enqueued.size} enqueued (${(enqueued.size / loadSeconds).toFixed(1)}/s), ${window!.finished_in_load} finished during the load (${(window!.finished_in_load / loadSeconds).toFixed(1)}/s), ${window!.steps_in_load} steps (${(window!.steps_in_load / loadSeconds).toFixed(1)}/s)
+  jobs          ${enqueued.size} enqueued (${(enqueued.size / loadSeconds).toFixed(1)}/s), ${window.finished_in_load} finished during the load (${(window.finished_in_load / loadSeconds).toFixed(1)}/s), ${window.steps_in_load} steps (${(window.steps_in_load / loadSeconds).toFixed(1)}/s)
   ended         ${byStatus.map((r) => `${r.status} ${r.n}`).join(', ')}
   operator      ${cancelled.size} cancels, ${retried.size} retries, ${released} leases taken from running jobs, ${tally.leaseExpired} leases expired
   enqueue→start p50 ${fmt(percentile(startMs, 50))}  p90 ${fmt(percentile(startMs, 90))}  p99 ${fmt(percentile(startMs, 99))}  max ${fmt(startMs.at(-1) ?? NaN)}  (${startMs.length} jobs due at once)

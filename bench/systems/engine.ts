@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { connect, type Sql } from '../../queue/db.ts';
+import { unsettledJobCount } from '../../queue/driver/benchmark.ts';
 import { enqueue, enqueueBatch } from '../../queue/enqueue.ts';
 import { migrate } from '../../queue/migrate.ts';
 import { defineJobType, done, JobRegistry } from '../../queue/registry.ts';
@@ -46,7 +47,8 @@ export function engineSystem(version: string): BenchSystem {
       const stop = new AbortController();
       const loops: Promise<unknown>[] = [];
       const instance: SystemInstance = {
-        unsettledSql: `select count(*)::int as n from worker.jobs where status <> 'done'`,
+        // the engine's own read, on its admin connection (idle while the workers run)
+        unsettled: () => unsettledJobCount(admin),
         async enqueueBulk(n) {
           for (let i = 0; i < n; i += BULK_CHUNK) {
             const size = Math.min(BULK_CHUNK, n - i);

@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import { loopsFor, PRODUCER_CONNECTIONS, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
+import { countRow, loopsFor, PRODUCER_CONNECTIONS, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
 
 /**
  * The physical reference: the least a SKIP LOCKED queue that keeps its rows can do. Each loop claims
@@ -40,7 +40,7 @@ export function floorSystem(): BenchSystem {
         }
       }
       const instance: SystemInstance = {
-        unsettledSql: `select count(*)::int as n from floor_jobs where status <> 'done'`,
+        unsettled: (probe) => countRow(probe, `select count(*)::int as n from floor_jobs where status <> 'done'`),
         async enqueueBulk(n) {
           await sql`insert into floor_jobs (payload) select '{}'::jsonb from generate_series(1, ${n}::int)`;
         },

@@ -1,5 +1,5 @@
 import { Logger, makeWorkerUtils, run, runMigrations, type Runner, type WorkerUtils } from 'graphile-worker';
-import { PRODUCER_CONNECTIONS, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
+import { countRow, PRODUCER_CONNECTIONS, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
 
 const TASK = 'noop';
 const BULK_CHUNK = 5_000;
@@ -36,7 +36,7 @@ export function graphileSystem(version: string): BenchSystem {
       const producer = async () => (utils ??= await makeWorkerUtils({ connectionString: url, maxPoolSize: PRODUCER_CONNECTIONS, logger: quiet }));
       let runner: Runner | undefined;
       const instance: SystemInstance = {
-        unsettledSql: `select count(*)::int as n from graphile_worker._private_jobs`,
+        unsettled: (probe) => countRow(probe, `select count(*)::int as n from graphile_worker._private_jobs`),
         async enqueueBulk(n) {
           const u = await producer();
           for (let i = 0; i < n; i += BULK_CHUNK) {

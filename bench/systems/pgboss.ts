@@ -1,5 +1,5 @@
 import { PgBoss } from 'pg-boss';
-import { loopsFor, PRODUCER_CONNECTIONS, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
+import { countRow, loopsFor, PRODUCER_CONNECTIONS, type BenchSettings, type BenchSystem, type NoopPayload, type SystemInstance } from './types.ts';
 
 const QUEUE = 'noop';
 const BULK_CHUNK = 5_000;
@@ -43,7 +43,7 @@ export function pgBossSystem(version: string): BenchSystem {
       await boss.createQueue(QUEUE, { notify: true });
       let producer: PgBoss | undefined;
       const instance: SystemInstance = {
-        unsettledSql: `select count(*)::int as n from pgboss.job where state <> 'completed'`,
+        unsettled: (probe) => countRow(probe, `select count(*)::int as n from pgboss.job where state <> 'completed'`),
         async enqueueBulk(n) {
           for (let i = 0; i < n; i += BULK_CHUNK) {
             const size = Math.min(BULK_CHUNK, n - i);

@@ -1,3 +1,5 @@
+import type postgres from 'postgres';
+
 /** What every benchmarked queue implements, so burn-down and steady treat them alike. */
 
 export interface BenchSettings {
@@ -40,8 +42,8 @@ export interface SystemInstance {
   openProducer(): Promise<(payload: NoopPayload) => Promise<void>>;
   /** Start the workers; `onJob` runs as each job's handler starts. */
   startWorkers(onJob: (payload: NoopPayload) => void): Promise<void>;
-  /** SQL counting jobs not yet settled (completed) in the database. */
-  unsettledSql: string;
+  /** How many jobs are not yet settled (completed) in the database, read on the bench's probe connection or the system's own. */
+  unsettled(probe: postgres.Sql): Promise<number>;
   /** Stop the workers (waiting for in-flight work) and close every connection. */
   close(): Promise<void>;
 }
@@ -53,4 +55,10 @@ export interface SystemInstance {
 export function loopsFor(s: BenchSettings): { loops: number; perLoop: number } {
   const loops = Math.max(1, Math.min(s.connections, Math.ceil(s.concurrency / s.batch)));
   return { loops, perLoop: Math.max(1, Math.floor(s.concurrency / loops)) };
+}
+
+/** The `n` of a one-row count query, for systems whose tables the bench reads directly. */
+export async function countRow(probe: postgres.Sql, query: string): Promise<number> {
+  const [row] = await probe.unsafe(query);
+  return Number(row?.n);
 }

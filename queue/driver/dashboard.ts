@@ -1,6 +1,7 @@
 import type { Queryable } from '../db.ts';
 import type { DepthPoint } from '../dashboard-read.ts';
-import { toJob, type Job, type JobStatus } from '../job.ts';
+import type { Job, JobStatus } from '../job.ts';
+import { parseJobRow } from './rows.ts';
 import { at } from './clock.ts';
 
 /** The dashboard's reads of worker.jobs, worker.job_types and worker.depth_snapshots: each a single short query. */
@@ -34,7 +35,7 @@ export async function newestJobs(sql: Queryable, filter: { status?: JobStatus; t
        ${filter.type ? sql`and type = ${filter.type}` : sql``}
      order by id desc  -- ids are UUIDv7: newest first, on the primary key
      limit ${filter.limit}`;
-  return rows.map(toJob);
+  return rows.map(parseJobRow);
 }
 
 /** Every registered job type, sorted. */

@@ -1,4 +1,6 @@
 import type { Sql } from '../../queue/db.ts';
+import type { JobEvent } from '../../queue/job.ts';
+import { allEvents, allJobs } from '../../queue/driver/tables.ts';
 
 /**
  * Replays each job's worker.job_events in order against the engine's state machine and reports
@@ -44,14 +46,18 @@ export interface HistoryReport {
   ownerOfToken: Map<string, string>;
 }
 
+/** An engine event in the replay's shape. */
+export function historyEvent(e: JobEvent): HistoryEvent {
+  return { id: e.id, job_id: e.jobId, at: e.at, kind: e.kind, detail: e.detail };
+}
+
 /** Reads the jobs (optionally of one type) and their events, and replays them. */
 export async function checkHistory(sql: Sql, options: { type?: string; leaseMs?: number } = {}): Promise<HistoryReport & { jobs: HistoryJob[] }> {
-  const where = options.type ? sql`where j.type = ${options.type}` : sql``;
-  const jobs = (await sql`
-    select j.id, j.status, j.attempts, j.crashes, j.weight, j.result, j.max_attempts from worker.jobs j ${where}`) as unknown as HistoryJob[];
-  const events = (await sql`
-    select e.id::int as id, e.job_id, e.at, e.kind, e.detail from worker.job_events e
-      join worker.jobs j on j.id = e.job_id ${where} order by e.id`) as unknown as HistoryEvent[];
+  const filter = options.type ? { type: options.type } : {};
+  const jobs: HistoryJob[] = (await allJobs(sql, filter)).map((j) => ({
+    id: j.id, status: j.status, attempts: j.attempts, crashes: j.crashes, weight: j.weight, result: j.result, max_attempts: j.maxAttempts,
+  }));
+  const events = (await allEvents(sql, filter)).map(historyEvent);
   return { jobs, ...replayHistory(jobs, events, options) };
 }
 

@@ -1,8 +1,9 @@
 import {
   cancelJob, claimJobs, completeJob, continueJob, enqueue, enqueueBatch, pruneFinished, rescueExpiredLeases, retryJob,
-  settleCancelled, toJob, type EnqueueResult, type Job, type Sql,
+  settleCancelled, type EnqueueResult, type Job, type Sql,
 } from '../../../queue/index.ts';
-import type { HistoryEvent } from '../history.ts';
+import { allEvents, allJobs, leaseMsOf, setPoolCapacity, truncateEngineTables, weightCosts } from '../../../queue/driver/tables.ts';
+import { historyEvent } from '../history.ts';
 import {
   checkReplay, checkRound, checkStarvation, type BurstAnswer, type Invariant, type Outcome, type UsageSample, type Violation,
 } from './checks.ts';
@@ -62,20 +63,17 @@ export async function runModelHistories(sql: Sql, connectClient: () => Sql, opti
   const log = options.log ?? (() => {});
   const clients = Array.from({ length: burstClients }, () => connectClient());
 
-  for (const p of POOLS) {
-    await sql`
-      insert into worker.pool_capacity (pool, enabled, max_running_weight) values (${p.name}, true, ${p.maxRunningWeight})
-      on conflict (pool) do update set enabled = true, max_running_weight = excluded.max_running_weight`;
-  }
-  const weightCost = Object.fromEntries((await sql`select name, cost from worker.weight_classes`).map((r) => [r.name as string, r.cost as number]));
-  const [type] = await sql`select lease_ms from worker.job_types where type = 'uppercase'`;
-  const config: ModelConfig = { pools: POOLS, keyLimits: KEY_LIMITS, weightCost, leaseMs: type!.lease_ms as number };
+  for (const p of POOLS) await setPoolCapacity(sql, p.name, p.maxRunningWeight);
+  const weightCost = await weightCosts(sql);
+  const leaseMs = await leaseMsOf(sql, 'uppercase');
+  if (leaseMs === null) throw new Error('the uppercase type is not synced: sync the registry before a model run');
+  const config: ModelConfig = { pools: POOLS, keyLimits: KEY_LIMITS, weightCost, leaseMs };
 
   const report: ModelRunReport = { seed: options.seed, histories: 0, rounds: 0, operations: 0, failures: [] };
   try {
     for (let h = 0; options.histories === undefined || h < options.histories; h++) {
       if (options.untilMs !== undefined && Date.now() >= options.untilMs) break;
-      await sql`truncate worker.jobs, worker.job_events, worker.alerts`;
+      await truncateEngineTables(sql);
       const history = new History(sql, clients, config, options.seed, h, {
         clients: clientCount,
         submitKeys: ['s0', 's1', 's2', 's3', 's4'],
@@ -191,16 +189,14 @@ class History {
       await sampler;
     }
 
-    const rows = (await this.sql`select * from worker.jobs`).map(toJob);
+    const rows = await allJobs(this.sql);
     this.record(checkRound(model, round, outcomes, burst, rows, samples, cutoffs));
     this.absorb(outcomes, burst, rows, cutoffs);
     return outcomes;
   }
 
   private async sample(now: Date): Promise<UsageSample> {
-    const rows = await this.sql`
-      select concurrency_key, running_pool, weight, status, locked_until from worker.jobs where status = 'running'`;
-    return this.model.usage(rows.map(toJob), now.getTime());
+    return this.model.usage(await allJobs(this.sql, { status: 'running' }), now.getTime());
   }
 
   /** What the clients learnt in a round: answered ids, submit keys, leases given and given up. */
@@ -279,9 +275,8 @@ class History {
   }
 
   private async replay(): Promise<void> {
-    const rows = (await this.sql`select * from worker.jobs`).map(toJob);
-    const events = (await this.sql`
-      select id::int as id, job_id, at, kind, detail from worker.job_events order by id`) as unknown as HistoryEvent[];
+    const rows = await allJobs(this.sql);
+    const events = (await allEvents(this.sql)).map(historyEvent);
     this.record(checkReplay(rows, events));
   }
 }

@@ -1,0 +1,108 @@
+import type { Queryable } from '../db.ts';
+import { int, record, text } from './rows.ts';
+
+/**
+ * Statements only the benchmarks run (bench/): bulk fixtures written straight into the tables
+ * (a million finished jobs would take hours through the runner) and figures read at a precision
+ * the Job type does not keep. Never on a request path.
+ */
+
+/** `n` due jobs of `type`, each with its enqueued event, in one statement. */
+export async function insertDueJobs(sql: Queryable, type: string, n: number): Promise<void> {
+  await sql`
+    with ins as (
+      insert into worker.jobs (type, payload, run_at, created_at)
+      select ${type}, '{}'::jsonb, now() - interval '1 minute', now() - interval '1 minute'
+        from generate_series(1, ${n}::int)
+      returning id, created_at, run_at)
+    insert into worker.job_events (job_id, at, kind, detail)
+    select id, created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', run_at) from ins`;
+}
+
+/**
+ * Jobs `from + 1`..`to` of `n` finished over the last six days (inside the default 7-day
+ * retention), each with its enqueued, claimed and done events, written in time order.
+ */
+export async function insertFinishedJobs(sql: Queryable, type: string, range: { from: number; to: number; n: number }): Promise<void> {
+  await sql`
+    with ins as (
+      insert into worker.jobs (type, payload, status, run_at, attempts, locked_by, lease_token, result,
+                               created_at, started_at, claimed_at, finished_at)
+      select ${type}, '{}'::jsonb, 'done', ts, 1, 'loader', gen_random_uuid(), 'null'::jsonb,
+             ts, ts + interval '1 ms', ts + interval '1 ms', ts + interval '5 ms'
+        from (select now() - interval '6 days' + g * (interval '6 days' / ${range.n}::int) as ts
+                from generate_series(${range.from + 1}::int, ${range.to}::int) g) x
+      returning id, created_at, lease_token)
+    insert into worker.job_events (job_id, at, kind, detail)
+    select i.id, i.created_at + e.off, e.kind, e.detail
+      from ins i
+     cross join (values (0, interval '0', 'enqueued', '{"batch": true}'::jsonb),
+                        (1, interval '1 ms', 'claimed', '{"owner": "loader", "attempt": 1}'::jsonb),
+                        (2, interval '5 ms', 'done', '{"attempt": 1}'::jsonb)) e(ord, off, kind, detail)
+     order by i.created_at, e.ord`;
+}
+
+/** Jobs not yet done. */
+export async function unsettledJobCount(sql: Queryable): Promise<number> {
+  const [row] = await sql`select count(*)::int as n from worker.jobs where status <> 'done'`;
+  return int(record(row, 'count row').n, 'n');
+}
+
+/** Of these jobs: how many are not finished, and how many finished other than done. */
+export async function finishCounts(sql: Queryable, ids: string[]): Promise<{ open: number; bad: number }> {
+  const [row] = await sql`
+    select count(*) filter (where finished_at is null)::int as open,
+           count(*) filter (where status <> 'done' and finished_at is not null)::int as bad
+      from worker.jobs where id = any(${ids}::uuid[])`;
+  const r = record(row, 'finish counts');
+  return { open: int(r.open, 'open'), bad: int(r.bad, 'bad') };
+}
+
+export interface JobTimes {
+  id: string;
+  /** Epoch ms with the microseconds Postgres keeps (a Date would round them away). */
+  created: number;
+  started: number;
+  finished: number;
+}
+
+/** The jobs' times, and how many distinct owners (invocations) claimed them. */
+export async function jobTimes(sql: Queryable, ids: string[]): Promise<{ rows: JobTimes[]; invocations: number }> {
+  const rows = await sql`
+    select id,
+           extract(epoch from created_at)::float8 * 1000 as created,
+           extract(epoch from started_at)::float8 * 1000 as started,
+           extract(epoch from finished_at)::float8 * 1000 as finished
+      from worker.jobs where id = any(${ids}::uuid[])`;
+  const [owners] = await sql`
+    select count(distinct detail->>'owner')::int as n
+      from worker.job_events where kind = 'claimed' and job_id = any(${ids}::uuid[])`;
+  return {
+    rows: rows.map((row) => {
+      const r = record(row, 'job times row');
+      return { id: text(r.id, 'id'), created: int(r.created, 'created'), started: int(r.started, 'started'), finished: int(r.finished, 'finished') };
+    }),
+    invocations: int(record(owners, 'owner count').n, 'n'),
+  };
+}
+
+/**
+ * public.drain(): the runner's round trip as a procedure, for counting its instructions in one
+ * backend (bench/instructions.sh): settle the last batch and claim the next 128 until the queue is empty.
+ */
+export async function createDrainProcedure(sql: Queryable): Promise<void> {
+  await sql`
+    create procedure public.drain() language plpgsql as $$
+    declare done jsonb := '[]'; r json;
+    begin
+      loop
+        r := worker.settle_and_claim(done, 'bench', null, 128);
+        -- The next completions come from the table (the jobs this loop holds), not from parsing r:
+        -- parsing json in SQL would cost more than writing it and would change with its format.
+        select coalesce(jsonb_agg(jsonb_build_object('id', j.id, 'token', j.lease_token, 'result', null)), '[]') into done
+          from worker.jobs j where j.status = 'running';
+        commit;
+        exit when jsonb_array_length(done) = 0;
+      end loop;
+    end $$`;
+}
