@@ -4,7 +4,7 @@ import { drain, openInvocation } from './invocation.ts';
 import { enqueueSlot, latestSlot, scheduleForCron, TICK_CRON } from './schedules.ts';
 import { runTick } from './tick.ts';
 
-export { BuildLogRelay } from './build-log-relay.ts';
+export { BuildLogRelay } from './platform/build/adapters/build-log-relay.ts';
 
 const app = createApp();
 

@@ -3,7 +3,7 @@ import { WebhookAlerts } from './adapters/webhook-alerts.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { scrubText } from './lib/redact.ts';
 import { isSecretName, secretValues } from './lib/worker-secrets.ts';
-import { createRegistry } from './registry.ts';
+import { createRegistry } from './platform/compose.ts';
 import { connectInWorker } from './cloudflare-socket.ts';
 
 /**

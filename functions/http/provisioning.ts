@@ -1,8 +1,8 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
-import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../jobs/provision-cluster.ts';
-import { enqueueProvisionDb, provisionDbRequest } from '../jobs/provision-db.ts';
+import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../platform/provisioning/provision-cluster.ts';
+import { enqueueProvisionDb, provisionDbRequest } from '../platform/provisioning/provision-db.ts';
 import { requireScope } from './auth.ts';
 import { readJson } from './body.ts';
 import { invocationOf, type AppEnv } from './context.ts';

@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { stripeClientFromEnv } from '../adapters/stripe-billing.ts';
-import { handleStripeWebhook } from '../lib/stripe-webhook.ts';
+import { stripeClientFromEnv } from '../platform/billing/adapters/stripe-billing.ts';
+import { handleStripeWebhook } from '../platform/billing/stripe-webhook.ts';
 import { invocationOf, type AppEnv } from './context.ts';
 import { errorBody, HttpError } from './errors.ts';
 

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { PermanentError } from '../../queue/errors.ts';
-import type { JsonObject } from '../../queue/job.ts';
-import { defineJobType, done, next, type JobType, type StepContext, type StepResult } from '../../queue/registry.ts';
-import { buildRequestKey, type BuildRequest, type BuildService, type LogCursor } from '../ports/build-service.ts';
-import type { LogArchive } from '../ports/log-archive.ts';
-import type { BuildOutcome, LogRelay } from '../ports/log-relay.ts';
-import { assertOwnership, OwnershipError } from '../lib/tenancy.ts';
+import { PermanentError } from '../../../queue/errors.ts';
+import type { JsonObject } from '../../../queue/job.ts';
+import { defineJobType, done, next, type JobType, type StepContext, type StepResult } from '../../../queue/registry.ts';
+import { buildRequestKey, type BuildRequest, type BuildService, type LogCursor } from './ports/build-service.ts';
+import type { LogArchive } from './ports/log-archive.ts';
+import type { BuildOutcome, LogRelay } from './ports/log-relay.ts';
+import { assertOwnership, OwnershipError } from '../../lib/tenancy.ts';
 
 /**
  * The `build` job: submit a service's commit to the build service, follow it to the end while

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import type { Queryable } from '../../queue/db.ts';
-import { PermanentError } from '../../queue/errors.ts';
-import type { JsonObject } from '../../queue/job.ts';
-import { jobIdsInStatus } from '../../queue/jobs-query.ts';
-import { defineJobType, done, next, type JobType, type StepContext } from '../../queue/registry.ts';
-import type { AccountLogObjects } from '../ports/account-log-objects.ts';
+import type { Queryable } from '../../../queue/db.ts';
+import { PermanentError } from '../../../queue/errors.ts';
+import type { JsonObject } from '../../../queue/job.ts';
+import { jobIdsInStatus } from '../../../queue/jobs-query.ts';
+import { defineJobType, done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
+import type { AccountLogObjects } from './ports/account-log-objects.ts';
 
 /**
  * cleanup: the sweeps the cleanup Cron Trigger runs (every 15 minutes).
@@ -51,7 +51,7 @@ export interface CloudInventory {
   delete(resource: Pick<CloudResource, 'type' | 'id'>): Promise<void>;
 }
 
-export type { AccountLogObjects } from '../ports/account-log-objects.ts';
+export type { AccountLogObjects } from './ports/account-log-objects.ts';
 
 /** A table whose rows own cloud resources: a resource is owned while a live row's tag is on it. */
 export interface ResourceOwnerTable {

@@ -14,19 +14,19 @@
  * the transaction that completes the job. Cancel or terminal failure deletes the droplets by tag.
  */
 import { z } from 'zod';
-import type { Queryable, Sql } from '../../queue/db.ts';
-import { enqueue, type EnqueueResult } from '../../queue/enqueue.ts';
-import { ConflictError, NotFoundError, PermanentError } from '../../queue/errors.ts';
-import type { Job } from '../../queue/job.ts';
-import { jobTypeOf } from '../../queue/jobs-query.ts';
-import { resumeJob } from '../../queue/manual.ts';
-import { done, next, type JobType, type StepContext } from '../../queue/registry.ts';
-import type { CloudProvider, Droplet } from '../ports/cloud-provider.ts';
-import type { KubernetesProbe } from '../ports/kubernetes-probe.ts';
-import { assertOwnership } from '../lib/tenancy.ts';
-import { findActiveJob } from './provisioning/active-jobs.ts';
-import { assertAccountOwns } from './provisioning/ownership.ts';
-import { defineProvisioningJobType } from './provisioning/job-type.ts';
+import type { Queryable, Sql } from '../../../queue/db.ts';
+import { enqueue, type EnqueueResult } from '../../../queue/enqueue.ts';
+import { ConflictError, NotFoundError, PermanentError } from '../../../queue/errors.ts';
+import type { Job } from '../../../queue/job.ts';
+import { jobTypeOf } from '../../../queue/jobs-query.ts';
+import { resumeJob } from '../../../queue/manual.ts';
+import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
+import type { CloudProvider, Droplet } from './ports/cloud-provider.ts';
+import type { KubernetesProbe } from './ports/kubernetes-probe.ts';
+import { assertOwnership } from '../../lib/tenancy.ts';
+import { findActiveJob } from './active-jobs.ts';
+import { assertAccountOwns } from './ownership.ts';
+import { defineProvisioningJobType } from './job-type.ts';
 import {
   clusterTag,
   nodeRoleTag,
@@ -35,8 +35,8 @@ import {
   provisioningConcurrencyKey,
   RESOURCE_TAG,
   type NodeRole,
-} from './provisioning/resources.ts';
-import { renderNodeUserData, talosBootstrapCommand, type TalosMachineConfigs } from './provisioning/talos.ts';
+} from './resources.ts';
+import { renderNodeUserData, talosBootstrapCommand, type TalosMachineConfigs } from './talos.ts';
 
 export const PROVISION_CLUSTER = 'provision_cluster';
 /** Where provision_cluster is enqueued (it is internal: not over POST /v1/jobs with the enqueue token). */

@@ -18,11 +18,11 @@
  */
 import { PermanentError } from '../../../queue/errors.ts';
 import { defineJobType, type JobType } from '../../../queue/registry.ts';
-import { DigitalOceanCloudProvider } from '../../adapters/digitalocean.ts';
-import { FetchKubernetesProbe } from '../../adapters/kubernetes-probe.ts';
+import { DigitalOceanCloudProvider } from './adapters/digitalocean.ts';
+import { FetchKubernetesProbe } from './adapters/kubernetes-probe.ts';
 import { parseKeyRing } from '../../lib/secrets.ts';
-import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER, PROVISION_CLUSTER_ROUTE } from '../provision-cluster.ts';
-import { provisionDbJobType, provisionDbRequest, PROVISION_DB, PROVISION_DB_ROUTE } from '../provision-db.ts';
+import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER, PROVISION_CLUSTER_ROUTE } from './provision-cluster.ts';
+import { provisionDbJobType, provisionDbRequest, PROVISION_DB, PROVISION_DB_ROUTE } from './provision-db.ts';
 import { provisioningConcurrency } from './job-type.ts';
 import { loadTalosMachineConfigs } from './talos.ts';
 

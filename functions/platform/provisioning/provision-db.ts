@@ -13,16 +13,16 @@
  * deletes the cluster by tag.
  */
 import { z } from 'zod';
-import type { Queryable } from '../../queue/db.ts';
-import { enqueue, type EnqueueResult } from '../../queue/enqueue.ts';
-import { ConflictError, PermanentError, ValidationError } from '../../queue/errors.ts';
-import { done, next, type JobType, type StepContext } from '../../queue/registry.ts';
-import { encryptSecret, type KeyRing, type SealedSecret } from '../lib/secrets.ts';
-import type { CloudProvider } from '../ports/cloud-provider.ts';
-import { assertOwnership } from '../lib/tenancy.ts';
-import { findActiveJob } from './provisioning/active-jobs.ts';
-import { assertAccountOwns } from './provisioning/ownership.ts';
-import { defineProvisioningJobType } from './provisioning/job-type.ts';
+import type { Queryable } from '../../../queue/db.ts';
+import { enqueue, type EnqueueResult } from '../../../queue/enqueue.ts';
+import { ConflictError, PermanentError, ValidationError } from '../../../queue/errors.ts';
+import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
+import { encryptSecret, type KeyRing, type SealedSecret } from '../../lib/secrets.ts';
+import type { CloudProvider } from './ports/cloud-provider.ts';
+import { assertOwnership } from '../../lib/tenancy.ts';
+import { findActiveJob } from './active-jobs.ts';
+import { assertAccountOwns } from './ownership.ts';
+import { defineProvisioningJobType } from './job-type.ts';
 import {
   databaseClusterName,
   databasePoolName,
@@ -30,7 +30,7 @@ import {
   PROVISION_CONCURRENCY,
   provisioningConcurrencyKey,
   RESOURCE_TAG,
-} from './provisioning/resources.ts';
+} from './resources.ts';
 
 export const PROVISION_DB = 'provision_db';
 /** Where provision_db is enqueued (it is internal: not over POST /v1/jobs with the enqueue token). */

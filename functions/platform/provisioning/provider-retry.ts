@@ -1,7 +1,7 @@
 import { PermanentError } from '../../../queue/errors.ts';
 import type { JsonObject } from '../../../queue/job.ts';
 import { backoffMs, next, type RetryPolicy, type StepContext, type StepResult } from '../../../queue/registry.ts';
-import { CloudProviderError } from '../../ports/cloud-provider.ts';
+import { CloudProviderError } from './ports/cloud-provider.ts';
 
 /**
  * Provider errors become delayed steps, never sleeps inside an invocation.

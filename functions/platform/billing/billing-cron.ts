@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import type { Queryable } from '../../queue/db.ts';
-import { enqueueBatch } from '../../queue/enqueue.ts';
-import { PermanentError } from '../../queue/errors.ts';
-import type { Json, JobStatus, JsonObject } from '../../queue/job.ts';
-import { jobsBySubmitKeys, jobStatusCountsBySubmitKeys } from '../../queue/jobs-query.ts';
-import { defineJobType, done, next, type JobType } from '../../queue/registry.ts';
-import { isPeriod, periodBounds } from '../lib/billing-calc.ts';
+import type { Queryable } from '../../../queue/db.ts';
+import { enqueueBatch } from '../../../queue/enqueue.ts';
+import { PermanentError } from '../../../queue/errors.ts';
+import type { Json, JobStatus, JsonObject } from '../../../queue/job.ts';
+import { jobsBySubmitKeys, jobStatusCountsBySubmitKeys } from '../../../queue/jobs-query.ts';
+import { defineJobType, done, next, type JobType } from '../../../queue/registry.ts';
+import { isPeriod, periodBounds } from './billing-calc.ts';
 import { INVOICE_ACCOUNT, invoiceSubmitKey } from './invoice-account.ts';
 
 /**
