@@ -1,4 +1,4 @@
-import type { CloudInventory, CloudResource } from '../cleanup.ts';
+import type { CloudInventory, CloudResource } from '../ports/cloud-inventory.ts';
 import type { CloudProvider } from '../../provisioning/ports/cloud-provider.ts';
 
 /**
