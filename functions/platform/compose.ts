@@ -1,47 +1,47 @@
 import { JobRegistry, sampleJobTypes, type JobType, type Sql, type StepResult } from '../../queue/index.ts';
-import { DepotBuildService } from './build/adapters/depot.ts';
-import { DigitalOceanCloudProvider } from './provisioning/adapters/digitalocean.ts';
-import { R2AccountLogObjects } from './cleanup/adapters/r2-account-logs.ts';
-import { stripeClientFromEnv, StripeBilling } from './billing/adapters/stripe-billing.ts';
-import { R2LogArchive } from './build/adapters/r2-log-archive.ts';
-import { DurableObjectLogRelay } from './build/adapters/build-log-relay.ts';
-import type { WorkerEnv } from '../config.ts';
-import { billingCronJob } from './billing/billing-cron.ts';
-import { buildJobType } from './build/build.ts';
-import { cleanupJob } from './cleanup/cleanup.ts';
-import type { CloudInventory } from './cleanup/ports/cloud-inventory.ts';
-import { invoiceAccountJob } from './billing/invoice-account.ts';
-import { cloudInventory } from './cleanup/adapters/cloud-inventory.ts';
-import { provisioningJobTypes } from './provisioning/compose.ts';
+import { readConfig, type PlatformConfig, type WorkerEnv } from '../config.ts';
 import { scrubJson } from '../lib/redact.ts';
 import { unconfigured } from '../lib/unconfigured.ts';
-import type { Billing } from './billing/ports/billing.ts';
+import { DepotBuildService } from './build/adapters/depot.ts';
+import { DurableObjectLogRelay } from './build/adapters/build-log-relay.ts';
+import { R2LogArchive } from './build/adapters/r2-log-archive.ts';
+import { buildJobType } from './build/build.ts';
 import type { BuildService } from './build/ports/build-service.ts';
+import { stripeClientFromEnv, StripeBilling } from './billing/adapters/stripe-billing.ts';
+import { billingCronJob } from './billing/billing-cron.ts';
+import { invoiceAccountJob } from './billing/invoice-account.ts';
+import type { Billing } from './billing/ports/billing.ts';
+import { cloudInventory } from './cleanup/adapters/cloud-inventory.ts';
+import { R2AccountLogObjects } from './cleanup/adapters/r2-account-logs.ts';
+import { cleanupJob } from './cleanup/cleanup.ts';
+import type { CloudInventory } from './cleanup/ports/cloud-inventory.ts';
+import { lazyJobType, unbuilt } from './lazy.ts';
+import { DigitalOceanCloudProvider } from './provisioning/adapters/digitalocean.ts';
+import { provisioningJobTypes } from './provisioning/job-types.ts';
 
-function text(env: WorkerEnv, name: string): string | undefined {
-  const v = env[name];
-  return typeof v === 'string' && v !== '' ? v : undefined;
+/**
+ * The composition root: every job type this deployment runs, with its adapters. The registry
+ * knows each type's name, options and payload schema at once (the sync, enqueue and the routes
+ * read only these); a type's adapters (Depot, DigitalOcean, Stripe, R2, the key ring and the
+ * Talos machine configs it opens) are built when a step of that type first runs in this
+ * invocation. So /healthz, and any request or tick that runs no platform step, builds none.
+ */
+
+function buildService(p: PlatformConfig): BuildService {
+  if (!p.DEPOT_TOKEN || !p.DEPOT_PROJECT_ID) return unconfigured<BuildService>('the Depot build service', 'DEPOT_TOKEN and DEPOT_PROJECT_ID');
+  return new DepotBuildService({ baseUrl: p.DEPOT_API_URL ?? 'https://api.depot.dev', token: p.DEPOT_TOKEN, projectId: p.DEPOT_PROJECT_ID });
 }
 
-function buildService(env: WorkerEnv): BuildService {
-  const token = text(env, 'DEPOT_TOKEN');
-  const projectId = text(env, 'DEPOT_PROJECT_ID');
-  if (!token || !projectId) return unconfigured<BuildService>('the Depot build service', 'DEPOT_TOKEN and DEPOT_PROJECT_ID');
-  return new DepotBuildService({ baseUrl: text(env, 'DEPOT_API_URL') ?? 'https://api.depot.dev', token, projectId });
-}
-
-/** The job types this deployment runs, with their adapters built from the invocation's env. */
-function billing(env: WorkerEnv): Billing {
-  const stripe = stripeClientFromEnv(env);
+function billing(p: PlatformConfig): Billing {
+  const stripe = stripeClientFromEnv(p);
   return stripe ? new StripeBilling(stripe) : unconfigured<Billing>('Stripe billing', 'STRIPE_SECRET_KEY');
 }
 
-function inventory(env: WorkerEnv): CloudInventory {
-  const token = text(env, 'DIGITALOCEAN_TOKEN');
+function inventory(p: PlatformConfig): CloudInventory {
   // A deployment with no cloud provider configured has created no cloud resources, so there is
   // nothing of ours to find; the other sweeps still run.
-  if (!token) return { listTagged: async () => [], delete: unconfigured<CloudInventory>('the DigitalOcean inventory', 'DIGITALOCEAN_TOKEN').delete };
-  return cloudInventory(new DigitalOceanCloudProvider({ token, baseUrl: text(env, 'DIGITALOCEAN_API_URL') }));
+  if (!p.DIGITALOCEAN_TOKEN) return { listTagged: async () => [], delete: unconfigured<CloudInventory>('the DigitalOcean inventory', 'DIGITALOCEAN_TOKEN').delete };
+  return cloudInventory(new DigitalOceanCloudProvider({ token: p.DIGITALOCEAN_TOKEN, baseUrl: p.DIGITALOCEAN_API_URL }));
 }
 
 /**
@@ -85,28 +85,43 @@ function scrubbingErrors<P>(type: JobType<P>, scrub: (text: string) => string): 
   };
 }
 
-export async function createRegistry(env: WorkerEnv, sql: Sql, scrub: (text: string) => string = (text) => text): Promise<JobRegistry> {
-  const types: JobType<any>[] = [
-    ...sampleJobTypes,
-    buildJobType({
-      buildService: buildService(env),
-      logRelay: new DurableObjectLogRelay(env.BUILD_LOG_RELAY),
-      logArchive: new R2LogArchive(env.BUILD_LOGS),
-      pollIntervalMs: Number(text(env, 'BUILD_POLL_INTERVAL_MS') ?? 2000),
+/** The bindings the platform's adapters use. */
+export type PlatformBindings = Pick<WorkerEnv, 'BUILD_LOGS' | 'BUILD_LOG_RELAY'>;
+
+export interface Composition {
+  registry: JobRegistry;
+  /** The types whose adapters were built so far in this invocation, in the order they were. */
+  built: readonly string[];
+}
+
+/** The platform's types, each declared now and built with its adapters on first use. */
+async function platformJobTypes(bindings: PlatformBindings, p: PlatformConfig, sql: Sql, scrub: (text: string) => string, onBuild: (type: string) => void): Promise<JobType<any>[]> {
+  const pollIntervalMs = Number(p.BUILD_POLL_INTERVAL_MS ?? 2000);
+  const build = buildJobType({ buildService: unbuilt('the build service'), logRelay: unbuilt('the log relay'), logArchive: unbuilt('the log archive'), pollIntervalMs, scrub });
+  const invoice = invoiceAccountJob({ billing: unbuilt('the billing provider') });
+  const cleanup = cleanupJob({ inventory: unbuilt('the cloud inventory'), logs: unbuilt('the account log objects') });
+  return [
+    lazyJobType(build, () => buildJobType({
+      buildService: buildService(p),
+      logRelay: new DurableObjectLogRelay(bindings.BUILD_LOG_RELAY),
+      logArchive: new R2LogArchive(bindings.BUILD_LOGS),
+      pollIntervalMs,
       scrub,
-    }),
-    ...(await provisioningJobTypes({
-      DIGITALOCEAN_TOKEN: text(env, 'DIGITALOCEAN_TOKEN'),
-      DIGITALOCEAN_API_URL: text(env, 'DIGITALOCEAN_API_URL'),
-      ENCRYPTION_KEYS: text(env, 'ENCRYPTION_KEYS'),
-      TALOS_IMAGE: text(env, 'TALOS_IMAGE'),
-      DIGITALOCEAN_VPC_UUID: text(env, 'DIGITALOCEAN_VPC_UUID'),
-      KUBERNETES_VERSION_URL: text(env, 'KUBERNETES_VERSION_URL'),
-      PROVISION_POLL_INTERVAL_MS: text(env, 'PROVISION_POLL_INTERVAL_MS'),
-    })),
+    }), onBuild),
+    ...(await provisioningJobTypes(p, onBuild)),
     billingCronJob(),
-    invoiceAccountJob({ billing: billing(env) }),
-    cleanupJob({ inventory: inventory(env), logs: new R2AccountLogObjects(sql, env.BUILD_LOGS) }),
+    lazyJobType(invoice, () => invoiceAccountJob({ billing: billing(p) }), onBuild),
+    lazyJobType(cleanup, () => cleanupJob({ inventory: inventory(p), logs: new R2AccountLogObjects(sql, bindings.BUILD_LOGS) }), onBuild),
   ];
-  return new JobRegistry(types.map((type) => scrubbingErrors(type, scrub)));
+}
+
+export async function composeRegistry(bindings: PlatformBindings, platform: PlatformConfig, sql: Sql, scrub: (text: string) => string = (text) => text): Promise<Composition> {
+  const built: string[] = [];
+  const types: JobType<any>[] = [...sampleJobTypes, ...(await platformJobTypes(bindings, platform, sql, scrub, (type) => built.push(type)))];
+  return { registry: new JobRegistry(types.map((type) => scrubbingErrors(type, scrub))), built };
+}
+
+/** The registry for an env (its config parsed once per env object). */
+export async function createRegistry(env: WorkerEnv, sql: Sql, scrub: (text: string) => string = (text) => text): Promise<JobRegistry> {
+  return (await composeRegistry(env, readConfig(env).platform, sql, scrub)).registry;
 }

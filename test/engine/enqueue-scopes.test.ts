@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { provisioningJobTypes } from '../../functions/platform/provisioning/compose.ts';
+import { provisioningJobTypes } from '../../functions/platform/provisioning/job-types.ts';
 import { PROVISION_CONCURRENCY, provisioningConcurrencyKey } from '../../functions/platform/provisioning/resources.ts';
 import {
   claimJobs, defineJobType, done, enqueue, enqueueBatch, JobRegistry, sampleJobTypes, typeAccess, ValidationError, type Sql,
