@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { PermanentError } from '../../../queue/errors.ts';
 import type { JsonObject } from '../../../queue/job.ts';
+import { parseCheckpoint } from '../checkpoint.ts';
 import { defineJobType, done, next, type JobType, type StepContext, type StepResult } from '../../../queue/registry.ts';
 import { buildRequestKey, type BuildRequest, type BuildService, type LogCursor } from './ports/build-service.ts';
 import type { LogArchive } from './ports/log-archive.ts';
@@ -71,12 +72,15 @@ function buildIdOf(checkpoint: JsonObject): string | null {
   return typeof checkpoint.depot_build_id === 'string' ? checkpoint.depot_build_id : null;
 }
 
-function cursorOf(checkpoint: JsonObject): LogCursor | null {
-  const c = checkpoint.log_cursor as { lastSeq?: unknown; position?: unknown } | null | undefined;
-  if (!c || typeof c !== 'object') return null;
-  if (typeof c.lastSeq !== 'number' || typeof c.position !== 'string') throw new PermanentError('checkpoint log_cursor is malformed');
-  return { lastSeq: c.lastSeq, position: c.position };
-}
+/** A poll's checkpoint: where the log was read up to (none before the first page). */
+const pollCheckpoint = z.looseObject({
+  log_cursor: z.object({ lastSeq: z.number(), position: z.string() }).nullish(),
+  relay_failures: z.number().int().min(0).optional(),
+  submitted_at: z.string().optional(),
+});
+
+/** What `finish` needs: the image the last poll saw built. */
+const finishCheckpoint = z.looseObject({ image_ref: z.string(), built_at: z.string(), depot_build_id: z.string() });
 
 export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
   const pollIntervalMs = deps.pollIntervalMs ?? 2000;
@@ -111,8 +115,9 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
   async function poll(ctx: Ctx): Promise<StepResult> {
     const buildId = buildIdOf(ctx.checkpoint);
     if (!buildId) throw new PermanentError('poll step without a depot_build_id in the checkpoint');
+    const cp = parseCheckpoint(BUILD_JOB_TYPE, pollCheckpoint, ctx.checkpoint);
     const status = await buildService.status(buildId, { signal: ctx.signal });
-    const page = await buildService.readLogs(buildId, cursorOf(ctx.checkpoint), { final: status.state !== 'running', signal: ctx.signal });
+    const page = await buildService.readLogs(buildId, cp.log_cursor ?? null, { final: status.state !== 'running', signal: ctx.signal });
     const checkpoint: JsonObject = { log_cursor: { lastSeq: page.cursor.lastSeq, position: page.cursor.position } };
     if (page.lines.length > 0) {
       const lines = page.lines.map((line) => ({ ...line, text: scrub(line.text) }));
@@ -120,13 +125,13 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
       try {
         await logRelay.publish(ctx.job.id, lines);
       } catch {
-        checkpoint.relay_failures = (typeof ctx.checkpoint.relay_failures === 'number' ? ctx.checkpoint.relay_failures : 0) + 1;
+        checkpoint.relay_failures = (cp.relay_failures ?? 0) + 1;
       }
     }
     if (page.more) return next('poll', { checkpoint, delayMs: 0 });
     switch (status.state) {
       case 'running': {
-        const submittedAt = Date.parse(String(ctx.checkpoint.submitted_at));
+        const submittedAt = Date.parse(String(cp.submitted_at));
         if (ctx.now().getTime() - submittedAt > buildTimeoutMs) {
           await buildService.cancel(buildId, `build job ${ctx.job.id} timed out after ${buildTimeoutMs} ms`, { signal: ctx.signal });
           throw new PermanentError(`build ${buildId} was still running ${buildTimeoutMs} ms after submit; cancelled it`);
@@ -152,11 +157,7 @@ export function buildJobType(deps: BuildJobDeps): JobType<BuildPayload> {
    * runs in another transaction than the check.
    */
   async function finish(ctx: Ctx): Promise<StepResult> {
-    const { image_ref: ref, built_at: builtAt } = ctx.checkpoint;
-    const depotBuildId = buildIdOf(ctx.checkpoint);
-    if (typeof ref !== 'string' || typeof builtAt !== 'string' || !depotBuildId) {
-      throw new PermanentError('finish step without image_ref, built_at and depot_build_id in the checkpoint');
-    }
+    const { image_ref: ref, built_at: builtAt, depot_build_id: depotBuildId } = parseCheckpoint(BUILD_JOB_TYPE, finishCheckpoint, ctx.checkpoint);
     const image = { ref, commitSha: ctx.payload.commitSha, branch: ctx.payload.branch, buildId: ctx.job.id, depotBuildId, builtAt };
     await assertPusherOwns(ctx);
     await endRelay(ctx, 'succeeded');

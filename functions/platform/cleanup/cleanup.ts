@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { PermanentError } from '../../../queue/errors.ts';
 import type { JsonObject } from '../../../queue/job.ts';
 import { defineJobType, done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
-import type { CleanupAction, CleanupDeps, SweepContext, SweepOutcome } from './sweep.ts';
+import { parseCheckpoint } from '../checkpoint.ts';
+import type { CleanupDeps, SweepContext, SweepOutcome } from './sweep.ts';
 import { sweepPurgeCancelled, sweepSuspendUnpaid } from './sweep-accounts.ts';
 import { sweepOrphanedResources } from './sweep-resources.ts';
 
@@ -46,11 +47,12 @@ const SWEEP_FUNCTIONS: Record<Sweep, (c: SweepContext, deps: CleanupDeps) => Pro
   purge_cancelled: sweepPurgeCancelled,
 };
 
-interface SweepTally {
-  count: number;
-  actions: CleanupAction[];
-  omitted: number;
-}
+const cleanupAction = z.object({ action: z.string(), target: z.string(), detail: z.record(z.string(), z.json()).optional() });
+
+/** Per sweep so far: how many actions, the first MAX_LISTED_ACTIONS of them, how many were left out. */
+const sweepTally = z.object({ count: z.number().int().min(0), actions: z.array(cleanupAction), omitted: z.number().int().min(0) });
+type SweepTally = z.infer<typeof sweepTally>;
+const cleanupCheckpoint = z.looseObject({ sweeps: z.partialRecord(z.enum(SWEEPS), sweepTally).optional() });
 
 export function cleanupJob(deps: CleanupDeps): JobType<CleanupPayload> {
   const batch = Math.max(1, deps.batchSize ?? 100);
@@ -82,7 +84,7 @@ export function cleanupJob(deps: CleanupDeps): JobType<CleanupPayload> {
       };
       const outcome = await SWEEP_FUNCTIONS[sweep](c, deps);
 
-      const tallies = { ...((ctx.checkpoint.sweeps as unknown as Record<string, SweepTally>) ?? {}) };
+      const tallies: Partial<Record<Sweep, SweepTally>> = { ...parseCheckpoint(CLEANUP, cleanupCheckpoint, ctx.checkpoint).sweeps };
       const tally = tallies[sweep] ?? { count: 0, actions: [], omitted: 0 };
       const room = Math.max(0, MAX_LISTED_ACTIONS - tally.actions.length);
       tallies[sweep] = {

@@ -21,6 +21,7 @@ import type { Job } from '../../../queue/job.ts';
 import { jobTypeOf } from '../../../queue/jobs-query.ts';
 import { resumeJob } from '../../../queue/manual.ts';
 import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
+import { parseCheckpoint } from '../checkpoint.ts';
 import type { CloudProvider, Droplet } from './ports/cloud-provider.ts';
 import type { KubernetesProbe } from './ports/kubernetes-probe.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
@@ -93,13 +94,19 @@ export interface ClusterNode {
   privateIpv4: string | null;
 }
 
-interface ClusterCheckpoint {
-  waitingSince?: string;
-  nodes?: ClusterNode[];
-  endpoint?: string;
-  bootstrapCommand?: string;
-  probes?: number;
-}
+const clusterNode = z.object({
+  name: z.string(),
+  role: z.enum(['controlplane', 'worker']),
+  dropletId: z.number(),
+  publicIpv4: z.string(),
+  // not every provider answer has a private address
+  privateIpv4: z.string().nullable().catch(null),
+}) satisfies z.ZodType<ClusterNode>;
+
+/** While the droplets are being created: since when. */
+const waitingCheckpoint = z.looseObject({ waitingSince: z.string().optional() });
+/** From the park on: the nodes, the endpoint the probe asks, and the probes of this round. */
+const parkedCheckpoint = z.looseObject({ nodes: z.array(clusterNode), endpoint: z.string().min(1), probes: z.number().int().min(0).optional() });
 
 /** Enqueue from a validated `POST /v1/clusters` body: 409 when the account has a live cluster of that name. */
 export async function enqueueProvisionCluster(sql: Queryable, request: ProvisionClusterRequest, options: { submitKey?: string; now?: Date } = {}): Promise<EnqueueResult> {
@@ -181,7 +188,7 @@ export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<Pro
   }
 
   async function waitActive(ctx: StepContext<ProvisionClusterRequest>) {
-    const cp = ctx.checkpoint as ClusterCheckpoint;
+    const cp = parseCheckpoint(PROVISION_CLUSTER, waitingCheckpoint, ctx.checkpoint);
     const droplets = new Map((await cloud.listDropletsByTag(clusterTag(ctx.job.id), { signal: ctx.signal })).map((d) => [d.name, d]));
     const plan = planClusterNodes(ctx.payload);
     // A node vanished (deleted behind our back): create it again.
@@ -210,10 +217,10 @@ export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<Pro
   }
 
   async function verifyApi(ctx: StepContext<ProvisionClusterRequest>) {
-    const cp = ctx.checkpoint as ClusterCheckpoint;
+    const cp = parseCheckpoint(PROVISION_CLUSTER, parkedCheckpoint, ctx.checkpoint);
     // A resume starts a fresh round of probes.
     const probes = ctx.step === AWAITING_BOOTSTRAP ? 0 : (cp.probes ?? 0);
-    const probe = await deps.probe.version(cp.endpoint!, { signal: ctx.signal });
+    const probe = await deps.probe.version(cp.endpoint, { signal: ctx.signal });
     if (!probe.answered) {
       if (probes + 1 >= probeAttempts) {
         return next(AWAITING_BOOTSTRAP, { checkpoint: { probes: 0, lastProbe: `${probe.reason}; parked again after ${probes + 1} probes` }, delayMs: null });
@@ -223,7 +230,7 @@ export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<Pro
     const now = ctx.now();
     const version = probe.version.gitVersion;
     return done(
-      { clusterId: ctx.job.id, status: 'active', endpoint: cp.endpoint!, kubernetesVersion: version, nodes: cp.nodes as never, addons: SELF_INSTALLED_ADDONS },
+      { clusterId: ctx.job.id, status: 'active', endpoint: cp.endpoint, kubernetesVersion: version, nodes: cp.nodes as never, addons: SELF_INSTALLED_ADDONS },
       async (tx) => {
         await tx`
           update platform.clusters

@@ -17,6 +17,7 @@ import type { Queryable } from '../../../queue/db.ts';
 import { enqueue, type EnqueueResult } from '../../../queue/enqueue.ts';
 import { ConflictError, PermanentError, ValidationError } from '../../../queue/errors.ts';
 import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
+import { parseCheckpoint } from '../checkpoint.ts';
 import { encryptSecret, type KeyRing, type SealedSecret } from '../../lib/secrets.ts';
 import type { CloudProvider } from './ports/cloud-provider.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
@@ -82,10 +83,10 @@ export function databaseSecretContext(serviceId: string, name: string): string {
   return `starbase:service:${serviceId}:database:${name}`;
 }
 
-interface DbCheckpoint {
-  databaseId?: string;
-  waitingSince?: string;
-}
+/** What `create` leaves for the steps after it: the provider's database id, from when it waits. */
+const createdCheckpoint = z.looseObject({ databaseId: z.string().min(1), waitingSince: z.string().optional() });
+/** Compensation runs after any step: the id may not be there yet. */
+const anyCheckpoint = z.looseObject({ databaseId: z.string().min(1).optional() });
 
 /**
  * Enqueue from a validated `POST /v1/databases` body: an OwnershipError (404/403) unless the
@@ -149,10 +150,10 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
   }
 
   async function waitOnline(ctx: StepContext<ProvisionDbRequest>) {
-    const cp = ctx.checkpoint as DbCheckpoint;
+    const cp = parseCheckpoint(PROVISION_DB, createdCheckpoint, ctx.checkpoint);
     const [row] = await ctx.sql`select 1 from platform.databases where job_id = ${ctx.job.id}`;
     if (!row) throw new PermanentError(`another job registered database ${ctx.payload.name} of service ${ctx.payload.serviceId} first`);
-    const database = await cloud.getDatabase(cp.databaseId!, { signal: ctx.signal });
+    const database = await cloud.getDatabase(cp.databaseId, { signal: ctx.signal });
     // Deleted behind our back: create it again (the name and tag still point to this job).
     if (!database) return next('create', { delayMs: 0 });
     if (database.status === 'online') return next('pool', { delayMs: 0 });
@@ -163,7 +164,7 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
 
   async function pool(ctx: StepContext<ProvisionDbRequest>) {
     const { payload: p, job, signal } = ctx;
-    const databaseId = (ctx.checkpoint as DbCheckpoint).databaseId!;
+    const { databaseId } = parseCheckpoint(PROVISION_DB, createdCheckpoint, ctx.checkpoint);
     // Checked here, not in the settle effect: an effect that throws fails the settle, which the
     // engine treats as a crash; a PermanentError fails the job and its compensation runs.
     // The service may have been deleted (or handed to another account) while the database was made.
@@ -200,7 +201,8 @@ export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRe
   /** Compensation: delete every cluster carrying the job's tag (and the one the checkpoint names). */
   async function destroy(ctx: StepContext<ProvisionDbRequest>) {
     const ids = new Set((await cloud.listDatabasesByTag(databaseTag(ctx.job.id), { signal: ctx.signal })).map((d) => d.id));
-    const known = (ctx.checkpoint as DbCheckpoint).databaseId;
+    // a checkpoint that does not parse names no database: the tag still finds every one
+    const known = anyCheckpoint.safeParse(ctx.checkpoint).data?.databaseId;
     if (known) ids.add(known);
     for (const id of ids) await cloud.deleteDatabase(id, { signal: ctx.signal });
     const now = ctx.now();
