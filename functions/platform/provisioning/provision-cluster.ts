@@ -141,120 +141,133 @@ function nodeOf(droplet: Droplet, role: NodeRole): ClusterNode {
   return { name: droplet.name, role, dropletId: droplet.id, publicIpv4: droplet.publicIpv4!, privateIpv4: droplet.privateIpv4 };
 }
 
-export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<ProvisionClusterRequest> {
-  const pollIntervalMs = deps.pollIntervalMs ?? 10_000;
-  const activeTimeoutMs = deps.activeTimeoutMs ?? 20 * 60_000;
-  const probeIntervalMs = deps.probeIntervalMs ?? 15_000;
-  const probeAttempts = deps.probeAttempts ?? 20;
-  const { cloud } = deps;
+async function create(deps: Settled, ctx: StepContext<ProvisionClusterRequest>) {
+  const { payload: p, job, signal } = ctx;
+  // Before any droplet is created, whatever path enqueued the job.
+  await assertAccountOwns(ctx.sql, p.accountId);
+  const [other] = await ctx.sql`
+    select id from platform.clusters where account_id = ${p.accountId} and name = ${p.name} and status <> 'destroyed' and id <> ${job.id}`;
+  if (other) throw new PermanentError(`account ${p.accountId} already has a cluster ${p.name} (${other.id})`);
 
-  async function create(ctx: StepContext<ProvisionClusterRequest>) {
-    const { payload: p, job, signal } = ctx;
-    // Before any droplet is created, whatever path enqueued the job.
-    await assertAccountOwns(ctx.sql, p.accountId);
-    const [other] = await ctx.sql`
-      select id from platform.clusters where account_id = ${p.accountId} and name = ${p.name} and status <> 'destroyed' and id <> ${job.id}`;
-    if (other) throw new PermanentError(`account ${p.accountId} already has a cluster ${p.name} (${other.id})`);
-
-    const tag = clusterTag(job.id);
-    const configs = await deps.machineConfigs(ctx.sql);
-    const existing = new Set((await cloud.listDropletsByTag(tag, { signal })).map((d) => d.name));
-    for (const node of planClusterNodes(p)) {
-      if (existing.has(node.name)) continue;
-      await cloud.createDroplet(
-        {
-          name: node.name,
-          region: p.region,
-          size: p.size,
-          image: deps.talosImage,
-          userData: renderNodeUserData(configs, node, job.id),
-          tags: [RESOURCE_TAG, tag, nodeRoleTag(node.role)],
-          vpcUuid: deps.vpcUuid,
-        },
-        { signal },
-      );
-    }
-    const now = ctx.now();
-    return next('wait_active', {
-      checkpoint: { waitingSince: now.toISOString() },
-      delayMs: pollIntervalMs,
-      effect: async (tx) => {
-        await tx`
-          insert into platform.clusters (id, account_id, name, region, size, control_planes, workers, provider_tag, created_at, updated_at)
-          values (${job.id}, ${p.accountId}, ${p.name}, ${p.region}, ${p.size}, ${p.controlPlanes}, ${p.workers}, ${tag}, ${now}, ${now})
-          on conflict (id) do nothing`;
+  const tag = clusterTag(job.id);
+  const configs = await deps.machineConfigs(ctx.sql);
+  const existing = new Set((await deps.cloud.listDropletsByTag(tag, { signal })).map((d) => d.name));
+  for (const node of planClusterNodes(p)) {
+    if (existing.has(node.name)) continue;
+    await deps.cloud.createDroplet(
+      {
+        name: node.name,
+        region: p.region,
+        size: p.size,
+        image: deps.talosImage,
+        userData: renderNodeUserData(configs, node, job.id),
+        tags: [RESOURCE_TAG, tag, nodeRoleTag(node.role)],
+        vpcUuid: deps.vpcUuid,
       },
-    });
-  }
-
-  async function waitActive(ctx: StepContext<ProvisionClusterRequest>) {
-    const cp = parseCheckpoint(PROVISION_CLUSTER, waitingCheckpoint, ctx.checkpoint);
-    const droplets = new Map((await cloud.listDropletsByTag(clusterTag(ctx.job.id), { signal: ctx.signal })).map((d) => [d.name, d]));
-    const plan = planClusterNodes(ctx.payload);
-    // A node vanished (deleted behind our back): create it again.
-    if (plan.some((n) => !droplets.has(n.name))) return next('create', { delayMs: 0 });
-    const pending = plan.filter((n) => droplets.get(n.name)!.status !== 'active' || !droplets.get(n.name)!.publicIpv4);
-    if (pending.length > 0) {
-      const waited = ctx.now().getTime() - Date.parse(cp.waitingSince ?? ctx.now().toISOString());
-      if (waited > activeTimeoutMs) throw new PermanentError(`${pending.length} node(s) not active after ${Math.round(waited / 60_000)} min: ${pending.map((n) => n.name).join(', ')}`);
-      return next('wait_active', { delayMs: pollIntervalMs });
-    }
-    const nodes = plan.map((n) => nodeOf(droplets.get(n.name)!, n.role));
-    const first = nodes.find((n) => n.role === 'controlplane')!;
-    const command = talosBootstrapCommand(first.publicIpv4);
-    const now = ctx.now();
-    return next(AWAITING_BOOTSTRAP, {
-      checkpoint: { nodes: nodes as never, endpoint: first.publicIpv4, bootstrapCommand: command, probes: 0 },
-      delayMs: null,
-      effect: async (tx) => {
-        await tx`
-          update platform.clusters
-             set status = 'awaiting_bootstrap', nodes = ${tx.json(nodes as never)}::jsonb, endpoint = ${first.publicIpv4},
-                 bootstrap_command = ${command}, updated_at = ${now}
-           where id = ${ctx.job.id}`;
-      },
-    });
-  }
-
-  async function verifyApi(ctx: StepContext<ProvisionClusterRequest>) {
-    const cp = parseCheckpoint(PROVISION_CLUSTER, parkedCheckpoint, ctx.checkpoint);
-    // A resume starts a fresh round of probes.
-    const probes = ctx.step === AWAITING_BOOTSTRAP ? 0 : (cp.probes ?? 0);
-    const probe = await deps.probe.version(cp.endpoint, { signal: ctx.signal });
-    if (!probe.answered) {
-      if (probes + 1 >= probeAttempts) {
-        return next(AWAITING_BOOTSTRAP, { checkpoint: { probes: 0, lastProbe: `${probe.reason}; parked again after ${probes + 1} probes` }, delayMs: null });
-      }
-      return next('verify_api', { checkpoint: { probes: probes + 1, lastProbe: probe.reason }, delayMs: probeIntervalMs });
-    }
-    const now = ctx.now();
-    const version = probe.version.gitVersion;
-    return done(
-      { clusterId: ctx.job.id, status: 'active', endpoint: cp.endpoint, kubernetesVersion: version, nodes: cp.nodes as never, addons: SELF_INSTALLED_ADDONS },
-      async (tx) => {
-        await tx`
-          update platform.clusters
-             set status = 'active', kubernetes_version = ${version}, addons = ${tx.json(SELF_INSTALLED_ADDONS)}::jsonb,
-                 active_at = ${now}, updated_at = ${now}
-           where id = ${ctx.job.id}`;
-      },
+      { signal },
     );
   }
+  const now = ctx.now();
+  return next('wait_active', {
+    checkpoint: { waitingSince: now.toISOString() },
+    delayMs: deps.pollIntervalMs,
+    effect: async (tx) => {
+      await tx`
+        insert into platform.clusters (id, account_id, name, region, size, control_planes, workers, provider_tag, created_at, updated_at)
+        values (${job.id}, ${p.accountId}, ${p.name}, ${p.region}, ${p.size}, ${p.controlPlanes}, ${p.workers}, ${tag}, ${now}, ${now})
+        on conflict (id) do nothing`;
+    },
+  });
+}
 
-  /** Compensation: delete every droplet carrying the cluster's tag, then check none is left. */
-  async function destroy(ctx: StepContext<ProvisionClusterRequest>) {
-    const tag = clusterTag(ctx.job.id);
-    await cloud.deleteDropletsByTag(tag, { signal: ctx.signal });
-    for (const left of await cloud.listDropletsByTag(tag, { signal: ctx.signal })) await cloud.deleteDroplet(left.id, { signal: ctx.signal });
-    const now = ctx.now();
-    await ctx.sql`update platform.clusters set status = 'destroyed', destroyed_at = ${now}, updated_at = ${now} where id = ${ctx.job.id} and status <> 'destroyed'`;
+async function waitActive(deps: Settled, ctx: StepContext<ProvisionClusterRequest>) {
+  const cp = parseCheckpoint(PROVISION_CLUSTER, waitingCheckpoint, ctx.checkpoint);
+  const droplets = new Map((await deps.cloud.listDropletsByTag(clusterTag(ctx.job.id), { signal: ctx.signal })).map((d) => [d.name, d]));
+  const plan = planClusterNodes(ctx.payload);
+  // A node vanished (deleted behind our back): create it again.
+  if (plan.some((n) => !droplets.has(n.name))) return next('create', { delayMs: 0 });
+  const pending = plan.filter((n) => droplets.get(n.name)!.status !== 'active' || !droplets.get(n.name)!.publicIpv4);
+  if (pending.length > 0) {
+    const waited = ctx.now().getTime() - Date.parse(cp.waitingSince ?? ctx.now().toISOString());
+    if (waited > deps.activeTimeoutMs) throw new PermanentError(`${pending.length} node(s) not active after ${Math.round(waited / 60_000)} min: ${pending.map((n) => n.name).join(', ')}`);
+    return next('wait_active', { delayMs: deps.pollIntervalMs });
   }
+  const nodes = plan.map((n) => nodeOf(droplets.get(n.name)!, n.role));
+  const first = nodes.find((n) => n.role === 'controlplane')!;
+  const command = talosBootstrapCommand(first.publicIpv4);
+  const now = ctx.now();
+  return next(AWAITING_BOOTSTRAP, {
+    checkpoint: { nodes: nodes as never, endpoint: first.publicIpv4, bootstrapCommand: command, probes: 0 },
+    delayMs: null,
+    effect: async (tx) => {
+      await tx`
+        update platform.clusters
+           set status = 'awaiting_bootstrap', nodes = ${tx.json(nodes as never)}::jsonb, endpoint = ${first.publicIpv4},
+               bootstrap_command = ${command}, updated_at = ${now}
+         where id = ${ctx.job.id}`;
+    },
+  });
+}
 
+async function verifyApi(deps: Settled, ctx: StepContext<ProvisionClusterRequest>) {
+  const cp = parseCheckpoint(PROVISION_CLUSTER, parkedCheckpoint, ctx.checkpoint);
+  // A resume starts a fresh round of probes.
+  const probes = ctx.step === AWAITING_BOOTSTRAP ? 0 : (cp.probes ?? 0);
+  const probe = await deps.probe.version(cp.endpoint, { signal: ctx.signal });
+  if (!probe.answered) {
+    if (probes + 1 >= deps.probeAttempts) {
+      return next(AWAITING_BOOTSTRAP, { checkpoint: { probes: 0, lastProbe: `${probe.reason}; parked again after ${probes + 1} probes` }, delayMs: null });
+    }
+    return next('verify_api', { checkpoint: { probes: probes + 1, lastProbe: probe.reason }, delayMs: deps.probeIntervalMs });
+  }
+  const now = ctx.now();
+  const version = probe.version.gitVersion;
+  return done(
+    { clusterId: ctx.job.id, status: 'active', endpoint: cp.endpoint, kubernetesVersion: version, nodes: cp.nodes as never, addons: SELF_INSTALLED_ADDONS },
+    async (tx) => {
+      await tx`
+        update platform.clusters
+           set status = 'active', kubernetes_version = ${version}, addons = ${tx.json(SELF_INSTALLED_ADDONS)}::jsonb,
+               active_at = ${now}, updated_at = ${now}
+         where id = ${ctx.job.id}`;
+    },
+  );
+}
+
+/** Compensation: delete every droplet carrying the cluster's tag, then check none is left. */
+async function destroy(deps: Settled, ctx: StepContext<ProvisionClusterRequest>) {
+  const tag = clusterTag(ctx.job.id);
+  await deps.cloud.deleteDropletsByTag(tag, { signal: ctx.signal });
+  for (const left of await deps.cloud.listDropletsByTag(tag, { signal: ctx.signal })) await deps.cloud.deleteDroplet(left.id, { signal: ctx.signal });
+  const now = ctx.now();
+  await ctx.sql`update platform.clusters set status = 'destroyed', destroyed_at = ${now}, updated_at = ${now} where id = ${ctx.job.id} and status <> 'destroyed'`;
+}
+
+/** The deps with their defaults, as the steps below use them. */
+function settle(deps: ProvisionClusterDeps) {
+  return {
+    ...deps,
+    pollIntervalMs: deps.pollIntervalMs ?? 10_000,
+    activeTimeoutMs: deps.activeTimeoutMs ?? 20 * 60_000,
+    probeIntervalMs: deps.probeIntervalMs ?? 15_000,
+    probeAttempts: deps.probeAttempts ?? 20,
+  };
+}
+type Settled = ReturnType<typeof settle>;
+
+export function provisionClusterJobType(given: ProvisionClusterDeps): JobType<ProvisionClusterRequest> {
+  const deps = settle(given);
   return defineProvisioningJobType<ProvisionClusterRequest>({
     type: PROVISION_CLUSTER,
     enqueueVia: PROVISION_CLUSTER_ROUTE,
     payload: provisionClusterRequest,
-    steps: { start: create, create, wait_active: waitActive, [AWAITING_BOOTSTRAP]: verifyApi, verify_api: verifyApi },
-    compensate: destroy,
+    steps: {
+      start: (ctx) => create(deps, ctx),
+      create: (ctx) => create(deps, ctx),
+      wait_active: (ctx) => waitActive(deps, ctx),
+      [AWAITING_BOOTSTRAP]: (ctx) => verifyApi(deps, ctx),
+      verify_api: (ctx) => verifyApi(deps, ctx),
+    },
+    compensate: (ctx) => destroy(deps, ctx),
   });
 }

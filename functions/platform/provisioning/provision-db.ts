@@ -113,107 +113,114 @@ export async function enqueueProvisionDb(sql: Queryable, request: ProvisionDbReq
   );
 }
 
-export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRequest> {
-  const pollIntervalMs = deps.pollIntervalMs ?? 15_000;
-  const onlineTimeoutMs = deps.onlineTimeoutMs ?? 45 * 60_000;
-  const { cloud } = deps;
+async function create(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
+  const { payload: p, job, signal } = ctx;
+  // Before anything is created at the provider, whatever path enqueued the job.
+  await assertAccountOwns(ctx.sql, p.accountId, p.serviceId);
+  const [other] = await ctx.sql`
+    select job_id from platform.databases
+     where service_id = ${p.serviceId} and name = ${p.name} and status in ('provisioning', 'online') and job_id <> ${job.id}`;
+  if (other) throw new PermanentError(`service ${p.serviceId} already has a database ${p.name} (job ${other.job_id})`);
 
-  async function create(ctx: StepContext<ProvisionDbRequest>) {
-    const { payload: p, job, signal } = ctx;
-    // Before anything is created at the provider, whatever path enqueued the job.
-    await assertAccountOwns(ctx.sql, p.accountId, p.serviceId);
-    const [other] = await ctx.sql`
-      select job_id from platform.databases
-       where service_id = ${p.serviceId} and name = ${p.name} and status in ('provisioning', 'online') and job_id <> ${job.id}`;
-    if (other) throw new PermanentError(`service ${p.serviceId} already has a database ${p.name} (job ${other.job_id})`);
-
-    const tag = databaseTag(job.id);
-    const name = databaseClusterName(p.name, job.id);
-    const existing = (await cloud.listDatabasesByTag(tag, { signal })).find((d) => d.name === name);
-    const database =
-      existing ??
-      (await cloud.createDatabase({ name, engine: 'pg', version: deps.engineVersion, region: p.region, size: p.size, numNodes: 1, tags: [RESOURCE_TAG, tag] }, { signal }));
-    const now = ctx.now();
-    return next('wait_online', {
-      checkpoint: { databaseId: database.id, waitingSince: now.toISOString() },
-      delayMs: pollIntervalMs,
-      effect: async (tx) => {
-        const updated = await tx`update platform.databases set provider_id = ${database.id}, updated_at = ${now} where job_id = ${job.id} returning id`;
-        if (updated.length > 0) return;
-        // A concurrent job that registered the same (service, name) first wins; wait_online notices.
-        await tx`
-          insert into platform.databases (job_id, account_id, service_id, name, region, size, provider_id, provider_tag, created_at, updated_at)
-          values (${job.id}, ${p.accountId}, ${p.serviceId}, ${p.name}, ${p.region}, ${p.size}, ${database.id}, ${tag}, ${now}, ${now})
-          on conflict do nothing`;
-      },
-    });
-  }
-
-  async function waitOnline(ctx: StepContext<ProvisionDbRequest>) {
-    const cp = parseCheckpoint(PROVISION_DB, createdCheckpoint, ctx.checkpoint);
-    const [row] = await ctx.sql`select 1 from platform.databases where job_id = ${ctx.job.id}`;
-    if (!row) throw new PermanentError(`another job registered database ${ctx.payload.name} of service ${ctx.payload.serviceId} first`);
-    const database = await cloud.getDatabase(cp.databaseId, { signal: ctx.signal });
-    // Deleted behind our back: create it again (the name and tag still point to this job).
-    if (!database) return next('create', { delayMs: 0 });
-    if (database.status === 'online') return next('pool', { delayMs: 0 });
-    const waited = ctx.now().getTime() - Date.parse(cp.waitingSince ?? ctx.now().toISOString());
-    if (waited > onlineTimeoutMs) throw new PermanentError(`database ${database.name} is still ${database.status} after ${Math.round(waited / 60_000)} min`);
-    return next('wait_online', { delayMs: pollIntervalMs });
-  }
-
-  async function pool(ctx: StepContext<ProvisionDbRequest>) {
-    const { payload: p, job, signal } = ctx;
-    const { databaseId } = parseCheckpoint(PROVISION_DB, createdCheckpoint, ctx.checkpoint);
-    // Checked here, not in the settle effect: an effect that throws fails the settle, which the
-    // engine treats as a crash; a PermanentError fails the job and its compensation runs.
-    // The service may have been deleted (or handed to another account) while the database was made.
-    await assertAccountOwns(ctx.sql, p.accountId, p.serviceId);
-    const poolName = databasePoolName(p.name);
-    const existing = await cloud.getConnectionPool(databaseId, poolName, { signal });
-    const created =
-      existing ?? (await cloud.createConnectionPool(databaseId, { name: poolName, mode: 'transaction', size: deps.poolSize ?? 10, db: 'defaultdb', user: 'doadmin' }, { signal }));
-    if (!created.uri) throw new Error(`DigitalOcean answered pool ${poolName} without a connection string`);
-    const sealed = await encryptSecret(created.uri.reveal(), deps.keyRing, { context: databaseSecretContext(p.serviceId, p.name) });
-    const now = ctx.now();
-    const entry: DesiredDatabase = {
-      ...sealed,
-      poolName,
-      poolMode: 'transaction',
-      provider: 'digitalocean',
-      databaseId,
-      region: p.region,
-      size: p.size,
-      jobId: job.id,
-      updatedAt: now.toISOString(),
-    };
-    return done({ serviceId: p.serviceId, name: p.name, databaseId, poolName, status: 'online' }, async (tx) => {
+  const tag = databaseTag(job.id);
+  const name = databaseClusterName(p.name, job.id);
+  const existing = (await deps.cloud.listDatabasesByTag(tag, { signal })).find((d) => d.name === name);
+  const database =
+    existing ??
+    (await deps.cloud.createDatabase({ name, engine: 'pg', version: deps.engineVersion, region: p.region, size: p.size, numNodes: 1, tags: [RESOURCE_TAG, tag] }, { signal }));
+  const now = ctx.now();
+  return next('wait_online', {
+    checkpoint: { databaseId: database.id, waitingSince: now.toISOString() },
+    delayMs: deps.pollIntervalMs,
+    effect: async (tx) => {
+      const updated = await tx`update platform.databases set provider_id = ${database.id}, updated_at = ${now} where job_id = ${job.id} returning id`;
+      if (updated.length > 0) return;
+      // A concurrent job that registered the same (service, name) first wins; wait_online notices.
       await tx`
-        update platform.services
-           set desired_state = jsonb_set(desired_state, '{databases}',
-                 coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry as never)}::jsonb)),
-               updated_at = ${now}
-         where id = ${p.serviceId} and account_id = ${p.accountId}`;
-      await tx`update platform.databases set status = 'online', pool_name = ${poolName}, online_at = ${now}, updated_at = ${now} where job_id = ${job.id}`;
-    });
-  }
+        insert into platform.databases (job_id, account_id, service_id, name, region, size, provider_id, provider_tag, created_at, updated_at)
+        values (${job.id}, ${p.accountId}, ${p.serviceId}, ${p.name}, ${p.region}, ${p.size}, ${database.id}, ${tag}, ${now}, ${now})
+        on conflict do nothing`;
+    },
+  });
+}
 
-  /** Compensation: delete every cluster carrying the job's tag (and the one the checkpoint names). */
-  async function destroy(ctx: StepContext<ProvisionDbRequest>) {
-    const ids = new Set((await cloud.listDatabasesByTag(databaseTag(ctx.job.id), { signal: ctx.signal })).map((d) => d.id));
-    // a checkpoint that does not parse names no database: the tag still finds every one
-    const known = anyCheckpoint.safeParse(ctx.checkpoint).data?.databaseId;
-    if (known) ids.add(known);
-    for (const id of ids) await cloud.deleteDatabase(id, { signal: ctx.signal });
-    const now = ctx.now();
-    await ctx.sql`update platform.databases set status = 'destroyed', destroyed_at = ${now}, updated_at = ${now} where job_id = ${ctx.job.id} and status <> 'destroyed'`;
-  }
+async function waitOnline(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
+  const cp = parseCheckpoint(PROVISION_DB, createdCheckpoint, ctx.checkpoint);
+  const [row] = await ctx.sql`select 1 from platform.databases where job_id = ${ctx.job.id}`;
+  if (!row) throw new PermanentError(`another job registered database ${ctx.payload.name} of service ${ctx.payload.serviceId} first`);
+  const database = await deps.cloud.getDatabase(cp.databaseId, { signal: ctx.signal });
+  // Deleted behind our back: create it again (the name and tag still point to this job).
+  if (!database) return next('create', { delayMs: 0 });
+  if (database.status === 'online') return next('pool', { delayMs: 0 });
+  const waited = ctx.now().getTime() - Date.parse(cp.waitingSince ?? ctx.now().toISOString());
+  if (waited > deps.onlineTimeoutMs) throw new PermanentError(`database ${database.name} is still ${database.status} after ${Math.round(waited / 60_000)} min`);
+  return next('wait_online', { delayMs: deps.pollIntervalMs });
+}
 
+async function pool(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
+  const { payload: p, job, signal } = ctx;
+  const { databaseId } = parseCheckpoint(PROVISION_DB, createdCheckpoint, ctx.checkpoint);
+  // Checked here, not in the settle effect: an effect that throws fails the settle, which the
+  // engine treats as a crash; a PermanentError fails the job and its compensation runs.
+  // The service may have been deleted (or handed to another account) while the database was made.
+  await assertAccountOwns(ctx.sql, p.accountId, p.serviceId);
+  const poolName = databasePoolName(p.name);
+  const existing = await deps.cloud.getConnectionPool(databaseId, poolName, { signal });
+  const created =
+    existing ?? (await deps.cloud.createConnectionPool(databaseId, { name: poolName, mode: 'transaction', size: deps.poolSize ?? 10, db: 'defaultdb', user: 'doadmin' }, { signal }));
+  if (!created.uri) throw new Error(`DigitalOcean answered pool ${poolName} without a connection string`);
+  const sealed = await encryptSecret(created.uri.reveal(), deps.keyRing, { context: databaseSecretContext(p.serviceId, p.name) });
+  const now = ctx.now();
+  const entry: DesiredDatabase = {
+    ...sealed,
+    poolName,
+    poolMode: 'transaction',
+    provider: 'digitalocean',
+    databaseId,
+    region: p.region,
+    size: p.size,
+    jobId: job.id,
+    updatedAt: now.toISOString(),
+  };
+  return done({ serviceId: p.serviceId, name: p.name, databaseId, poolName, status: 'online' }, async (tx) => {
+    await tx`
+      update platform.services
+         set desired_state = jsonb_set(desired_state, '{databases}',
+               coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry as never)}::jsonb)),
+             updated_at = ${now}
+       where id = ${p.serviceId} and account_id = ${p.accountId}`;
+    await tx`update platform.databases set status = 'online', pool_name = ${poolName}, online_at = ${now}, updated_at = ${now} where job_id = ${job.id}`;
+  });
+}
+
+/** Compensation: delete every cluster carrying the job's tag (and the one the checkpoint names). */
+async function destroy(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
+  const ids = new Set((await deps.cloud.listDatabasesByTag(databaseTag(ctx.job.id), { signal: ctx.signal })).map((d) => d.id));
+  // a checkpoint that does not parse names no database: the tag still finds every one
+  const known = anyCheckpoint.safeParse(ctx.checkpoint).data?.databaseId;
+  if (known) ids.add(known);
+  for (const id of ids) await deps.cloud.deleteDatabase(id, { signal: ctx.signal });
+  const now = ctx.now();
+  await ctx.sql`update platform.databases set status = 'destroyed', destroyed_at = ${now}, updated_at = ${now} where job_id = ${ctx.job.id} and status <> 'destroyed'`;
+}
+
+/** The deps with their defaults, as the steps below use them. */
+function settle(deps: ProvisionDbDeps) {
+  return {
+    ...deps,
+    pollIntervalMs: deps.pollIntervalMs ?? 15_000,
+    onlineTimeoutMs: deps.onlineTimeoutMs ?? 45 * 60_000,
+  };
+}
+type Settled = ReturnType<typeof settle>;
+
+export function provisionDbJobType(given: ProvisionDbDeps): JobType<ProvisionDbRequest> {
+  const deps = settle(given);
   return defineProvisioningJobType<ProvisionDbRequest>({
     type: PROVISION_DB,
     enqueueVia: PROVISION_DB_ROUTE,
     payload: provisionDbRequest,
-    steps: { start: create, create, wait_online: waitOnline, pool },
-    compensate: destroy,
+    steps: { start: (ctx) => create(deps, ctx), create: (ctx) => create(deps, ctx), wait_online: (ctx) => waitOnline(deps, ctx), pool: (ctx) => pool(deps, ctx) },
+    compensate: (ctx) => destroy(deps, ctx),
   });
 }
