@@ -255,19 +255,13 @@ function settle(deps: ProvisionClusterDeps) {
 }
 type Settled = ReturnType<typeof settle>;
 
-export function provisionClusterJobType(given: ProvisionClusterDeps): JobType<ProvisionClusterRequest> {
-  const deps = settle(given);
-  return defineProvisioningJobType<ProvisionClusterRequest>({
+export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<ProvisionClusterRequest> {
+  return defineProvisioningJobType({
     type: PROVISION_CLUSTER,
     enqueueVia: PROVISION_CLUSTER_ROUTE,
     payload: provisionClusterRequest,
-    steps: {
-      start: (ctx) => create(deps, ctx),
-      create: (ctx) => create(deps, ctx),
-      wait_active: (ctx) => waitActive(deps, ctx),
-      [AWAITING_BOOTSTRAP]: (ctx) => verifyApi(deps, ctx),
-      verify_api: (ctx) => verifyApi(deps, ctx),
-    },
-    compensate: (ctx) => destroy(deps, ctx),
+    deps: settle(deps),
+    steps: { start: create, create, wait_active: waitActive, [AWAITING_BOOTSTRAP]: verifyApi, verify_api: verifyApi },
+    compensate: destroy,
   });
 }

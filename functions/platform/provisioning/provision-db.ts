@@ -214,13 +214,13 @@ function settle(deps: ProvisionDbDeps) {
 }
 type Settled = ReturnType<typeof settle>;
 
-export function provisionDbJobType(given: ProvisionDbDeps): JobType<ProvisionDbRequest> {
-  const deps = settle(given);
-  return defineProvisioningJobType<ProvisionDbRequest>({
+export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRequest> {
+  return defineProvisioningJobType({
     type: PROVISION_DB,
     enqueueVia: PROVISION_DB_ROUTE,
     payload: provisionDbRequest,
-    steps: { start: (ctx) => create(deps, ctx), create: (ctx) => create(deps, ctx), wait_online: (ctx) => waitOnline(deps, ctx), pool: (ctx) => pool(deps, ctx) },
-    compensate: (ctx) => destroy(deps, ctx),
+    deps: settle(deps),
+    steps: { start: create, create, wait_online: waitOnline, pool },
+    compensate: destroy,
   });
 }
