@@ -141,6 +141,18 @@ function nodeOf(droplet: Droplet, role: NodeRole): ClusterNode {
   return { name: droplet.name, role, dropletId: droplet.id, publicIpv4: droplet.publicIpv4!, privateIpv4: droplet.privateIpv4 };
 }
 
+/** The deps with their defaults, as the steps below use them. */
+function settle(deps: ProvisionClusterDeps) {
+  return {
+    ...deps,
+    pollIntervalMs: deps.pollIntervalMs ?? 10_000,
+    activeTimeoutMs: deps.activeTimeoutMs ?? 20 * 60_000,
+    probeIntervalMs: deps.probeIntervalMs ?? 15_000,
+    probeAttempts: deps.probeAttempts ?? 20,
+  };
+}
+type Settled = ReturnType<typeof settle>;
+
 async function create(deps: Settled, ctx: StepContext<ProvisionClusterRequest>) {
   const { payload: p, job, signal } = ctx;
   // Before any droplet is created, whatever path enqueued the job.
@@ -242,18 +254,6 @@ async function destroy(deps: Settled, ctx: StepContext<ProvisionClusterRequest>)
   const now = ctx.now();
   await ctx.sql`update platform.clusters set status = 'destroyed', destroyed_at = ${now}, updated_at = ${now} where id = ${ctx.job.id} and status <> 'destroyed'`;
 }
-
-/** The deps with their defaults, as the steps below use them. */
-function settle(deps: ProvisionClusterDeps) {
-  return {
-    ...deps,
-    pollIntervalMs: deps.pollIntervalMs ?? 10_000,
-    activeTimeoutMs: deps.activeTimeoutMs ?? 20 * 60_000,
-    probeIntervalMs: deps.probeIntervalMs ?? 15_000,
-    probeAttempts: deps.probeAttempts ?? 20,
-  };
-}
-type Settled = ReturnType<typeof settle>;
 
 export function provisionClusterJobType(deps: ProvisionClusterDeps): JobType<ProvisionClusterRequest> {
   return defineProvisioningJobType({

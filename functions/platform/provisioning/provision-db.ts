@@ -113,6 +113,16 @@ export async function enqueueProvisionDb(sql: Queryable, request: ProvisionDbReq
   );
 }
 
+/** The deps with their defaults, as the steps below use them. */
+function settle(deps: ProvisionDbDeps) {
+  return {
+    ...deps,
+    pollIntervalMs: deps.pollIntervalMs ?? 15_000,
+    onlineTimeoutMs: deps.onlineTimeoutMs ?? 45 * 60_000,
+  };
+}
+type Settled = ReturnType<typeof settle>;
+
 async function create(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
   const { payload: p, job, signal } = ctx;
   // Before anything is created at the provider, whatever path enqueued the job.
@@ -203,16 +213,6 @@ async function destroy(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
   const now = ctx.now();
   await ctx.sql`update platform.databases set status = 'destroyed', destroyed_at = ${now}, updated_at = ${now} where job_id = ${ctx.job.id} and status <> 'destroyed'`;
 }
-
-/** The deps with their defaults, as the steps below use them. */
-function settle(deps: ProvisionDbDeps) {
-  return {
-    ...deps,
-    pollIntervalMs: deps.pollIntervalMs ?? 15_000,
-    onlineTimeoutMs: deps.onlineTimeoutMs ?? 45 * 60_000,
-  };
-}
-type Settled = ReturnType<typeof settle>;
 
 export function provisionDbJobType(deps: ProvisionDbDeps): JobType<ProvisionDbRequest> {
   return defineProvisioningJobType({
