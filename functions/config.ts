@@ -1,6 +1,7 @@
+import { z } from 'zod';
 import type { SecretName } from './lib/worker-secrets.ts';
 
-/** Deployment settings from wrangler.toml [vars] (and secrets), parsed once per invocation. */
+/** Deployment settings from wrangler.toml [vars] (and secrets), parsed once per env object. */
 export interface WorkerConfig {
   pool: string;
   tickBudgetMs: number;
@@ -17,23 +18,40 @@ export interface WorkerConfig {
   logSteps: boolean;
   /** A dashboard session unused this long has ended (sliding; DASHBOARD_IDLE_MS, 30 min). */
   dashboardIdleMs: number;
+  /** Where alerts are posted (ALERT_WEBHOOK_URL); null: they are log lines. */
+  alertWebhookUrl: string | null;
+  /** The dashboard's public URL without a trailing slash (DASHBOARD_URL), for links in alerts. */
+  dashboardUrl: string | null;
+  /** The platform jobs' adapter settings, used only when a step of their type runs. */
+  platform: PlatformConfig;
 }
 
-/** The env: wrangler.toml's bindings and vars, and the secrets of lib/worker-secrets.ts. */
-export type WorkerEnv = Env & { [K in SecretName]?: string } & {
+/**
+ * The env: wrangler.toml's bindings and vars (Env, from `wrangler types`), the secrets of
+ * lib/worker-secrets.ts, and the optional vars below. No index signature: a name not declared
+ * here does not compile, so a misspelt `env.X` is caught before it reads `undefined`.
+ */
+export type WorkerEnv = Env & { [K in SecretName]?: string } & OptionalVars;
+
+/** Vars a deployment may set beyond wrangler.toml's [vars] (`npm start` and tests set some). */
+export interface OptionalVars {
+  /** "false" turns off the one log line per step. */
   LOG_STEPS?: string;
   DASHBOARD_IDLE_MS?: string;
-  [key: string]: unknown;
-};
-
-function int(env: WorkerEnv, name: (keyof Env | 'DASHBOARD_IDLE_MS') & string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new Error(`${name} must be an integer from ${min} to ${max}, got ${String(raw)}`);
-  }
-  return n;
+  /** The dashboard's public URL: alerts link a job to its page there. */
+  DASHBOARD_URL?: string;
+  /** The Talos custom image at DigitalOcean (its numeric id, or a slug). */
+  TALOS_IMAGE?: string;
+  /** The VPC cluster droplets join. */
+  DIGITALOCEAN_VPC_UUID?: string;
+  /** Where a cluster's /version is probed, `{endpoint}` replaced (default https://{endpoint}:6443/version). */
+  KUBERNETES_VERSION_URL?: string;
+  /** Between polls of a resource being created (default 15 s for databases, 10 s for droplets). */
+  PROVISION_POLL_INTERVAL_MS?: string;
+  /** The Stripe API's address (the sandbox's under `npm start`; default Stripe's own). */
+  STRIPE_API_HOST?: string;
+  STRIPE_API_PORT?: string;
+  STRIPE_API_PROTOCOL?: string;
 }
 
 /** The Worker's own bearer tokens: whoever presents one may call the API with its scopes. */
@@ -69,23 +87,101 @@ export function checkTokens(env: WorkerEnv): void {
   }
 }
 
-export function readConfig(env: WorkerEnv): WorkerConfig {
-  checkTokens(env);
+/** Any var, set or not (a missing key is not an error: each var has its default). */
+const anyVar = z.unknown().optional();
+
+/** An integer var: unset or empty is the default; anything else must be an integer in range. */
+function intVar(name: string, fallback: number, min: number, max: number) {
+  return anyVar.transform((raw, ctx) => {
+    if (raw === undefined || raw === '') return fallback;
+    const n = Number(raw);
+    if (Number.isInteger(n) && n >= min && n <= max) return n;
+    ctx.addIssue({ code: 'custom', message: `${name} must be an integer from ${min} to ${max}, got ${String(raw)}` });
+    return z.NEVER;
+  });
+}
+
+/** A text var or secret: unset and empty are both "not set". */
+const optionalText = anyVar.transform((raw) => (typeof raw === 'string' && raw !== '' ? raw : undefined));
+
+/**
+ * The adapters' settings, read as leniently as each adapter always read them: what is missing
+ * is reported by the job type that needs it when its step runs, never by a request that runs none.
+ */
+const platformSchema = z.object({
+  DEPOT_TOKEN: optionalText,
+  DEPOT_PROJECT_ID: optionalText,
+  DEPOT_API_URL: optionalText,
+  BUILD_POLL_INTERVAL_MS: optionalText,
+  DIGITALOCEAN_TOKEN: optionalText,
+  DIGITALOCEAN_API_URL: optionalText,
+  DIGITALOCEAN_VPC_UUID: optionalText,
+  ENCRYPTION_KEYS: optionalText,
+  TALOS_IMAGE: optionalText,
+  KUBERNETES_VERSION_URL: optionalText,
+  PROVISION_POLL_INTERVAL_MS: optionalText,
+  STRIPE_SECRET_KEY: optionalText,
+  STRIPE_API_HOST: optionalText,
+  STRIPE_API_PORT: optionalText,
+  STRIPE_API_PROTOCOL: optionalText,
+});
+export type PlatformConfig = z.infer<typeof platformSchema>;
+
+const configSchema = z.object({
+  POOL: anyVar.transform((raw) => (typeof raw === 'string' && raw) || 'default'),
+  TICK_BUDGET_MS: intVar('TICK_BUDGET_MS', 20_000, 100, 600_000),
+  KICK_BUDGET_MS: intVar('KICK_BUDGET_MS', 5_000, 0, 25_000),
+  // the postgres client keeps one connection for heartbeats and settles beside the steps
+  STEP_CONCURRENCY: intVar('STEP_CONCURRENCY', 4, 1, 4),
+  LEADER_LEASE_MS: intVar('LEADER_LEASE_MS', 300_000, 10_000, 3_600_000),
+  CRON_BACKFILL_MS: intVar('CRON_BACKFILL_MS', 86_400_000, 0, 31 * 86_400_000),
+  SCHEDULE_GRACE_MS: intVar('SCHEDULE_GRACE_MS', 3_600_000, 0, 31 * 86_400_000),
+  STUCK_JOB_MS: intVar('STUCK_JOB_MS', 7_200_000, 60_000, 31 * 86_400_000),
+  UNCLAIMED_JOB_MS: intVar('UNCLAIMED_JOB_MS', 900_000, 60_000, 31 * 86_400_000),
+  FINISHED_RETENTION_MS: intVar('FINISHED_RETENTION_MS', 7 * 86_400_000, 60_000, 3650 * 86_400_000),
+  FAILED_RETENTION_MS: intVar('FAILED_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
+  EVENT_RETENTION_MS: intVar('EVENT_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
+  LOG_STEPS: anyVar.transform((raw) => raw !== 'false'),
+  DASHBOARD_IDLE_MS: intVar('DASHBOARD_IDLE_MS', 1_800_000, 60_000, 12 * 3_600_000),
+  ALERT_WEBHOOK_URL: optionalText,
+  DASHBOARD_URL: optionalText.transform((url) => (url === undefined ? undefined : url.replace(/\/$/, ''))),
+});
+
+function toConfig(env: WorkerEnv): WorkerConfig {
+  const parsed = configSchema.safeParse(env);
+  // the first var in declaration order that is wrong, as the message has always named one
+  if (!parsed.success) throw new Error(parsed.error.issues[0]!.message);
+  const v = parsed.data;
   return {
-    pool: (typeof env.POOL === 'string' && env.POOL) || 'default',
-    tickBudgetMs: int(env, 'TICK_BUDGET_MS', 20_000, 100, 600_000),
-    kickBudgetMs: int(env, 'KICK_BUDGET_MS', 5_000, 0, 25_000),
-    // the postgres client keeps one connection for heartbeats and settles beside the steps
-    stepConcurrency: int(env, 'STEP_CONCURRENCY', 4, 1, 4),
-    leaderLeaseMs: int(env, 'LEADER_LEASE_MS', 300_000, 10_000, 3_600_000),
-    cronBackfillMs: int(env, 'CRON_BACKFILL_MS', 86_400_000, 0, 31 * 86_400_000),
-    scheduleGraceMs: int(env, 'SCHEDULE_GRACE_MS', 3_600_000, 0, 31 * 86_400_000),
-    stuckJobMs: int(env, 'STUCK_JOB_MS', 7_200_000, 60_000, 31 * 86_400_000),
-    unclaimedJobMs: int(env, 'UNCLAIMED_JOB_MS', 900_000, 60_000, 31 * 86_400_000),
-    finishedRetentionMs: int(env, 'FINISHED_RETENTION_MS', 7 * 86_400_000, 60_000, 3650 * 86_400_000),
-    failedRetentionMs: int(env, 'FAILED_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
-    eventRetentionMs: int(env, 'EVENT_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
-    logSteps: env.LOG_STEPS !== 'false',
-    dashboardIdleMs: int(env, 'DASHBOARD_IDLE_MS', 1_800_000, 60_000, 12 * 3_600_000),
+    pool: v.POOL,
+    tickBudgetMs: v.TICK_BUDGET_MS,
+    kickBudgetMs: v.KICK_BUDGET_MS,
+    stepConcurrency: v.STEP_CONCURRENCY,
+    leaderLeaseMs: v.LEADER_LEASE_MS,
+    cronBackfillMs: v.CRON_BACKFILL_MS,
+    scheduleGraceMs: v.SCHEDULE_GRACE_MS,
+    stuckJobMs: v.STUCK_JOB_MS,
+    unclaimedJobMs: v.UNCLAIMED_JOB_MS,
+    finishedRetentionMs: v.FINISHED_RETENTION_MS,
+    failedRetentionMs: v.FAILED_RETENTION_MS,
+    eventRetentionMs: v.EVENT_RETENTION_MS,
+    logSteps: v.LOG_STEPS,
+    dashboardIdleMs: v.DASHBOARD_IDLE_MS,
+    alertWebhookUrl: v.ALERT_WEBHOOK_URL ?? null,
+    dashboardUrl: v.DASHBOARD_URL ?? null,
+    platform: platformSchema.parse(env),
   };
+}
+
+// An env object is the same for every request of an isolate (and a test's override is a new
+// object), so it is parsed once per object; a refused env is not kept and is refused again.
+const parsedEnvs = new WeakMap<WorkerEnv, WorkerConfig>();
+
+export function readConfig(env: WorkerEnv): WorkerConfig {
+  const cached = parsedEnvs.get(env);
+  if (cached) return cached;
+  checkTokens(env);
+  const config = toConfig(env);
+  parsedEnvs.set(env, config);
+  return config;
 }

@@ -3,7 +3,7 @@ import { WebhookAlerts } from './adapters/webhook-alerts.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { scrubText } from './lib/redact.ts';
 import { isSecretName, secretValues } from './lib/worker-secrets.ts';
-import { createRegistry } from './registry.ts';
+import { composeRegistry } from './platform/compose.ts';
 import { connectInWorker } from './cloudflare-socket.ts';
 
 /**
@@ -16,6 +16,8 @@ export interface Invocation {
   config: WorkerConfig;
   sql: Sql;
   registry: JobRegistry;
+  /** The job types whose adapters this invocation has built so far (none until a step of one runs). */
+  builtJobTypes: readonly string[];
   alerts: Alerts;
   /** This invocation's id in locked_by: `<pool>:<random>`. */
   workerId: string;
@@ -63,15 +65,15 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   const sql = connectInWorker(url, { max: 5, applicationName: `starbase-worker ${config.pool}` });
   const secrets = envSecrets(env);
   const scrub = (text: string) => scrubText(text, secrets);
-  const registry = await createRegistry(env, sql, scrub);
+  const { registry, built } = await composeRegistry(env, config.platform, sql, scrub);
   const log = (line: Record<string, unknown>) => console.log(scrub(JSON.stringify(line)));
-  const webhook = typeof env.ALERT_WEBHOOK_URL === 'string' && env.ALERT_WEBHOOK_URL !== '' ? env.ALERT_WEBHOOK_URL : null;
-  const dashboardUrl = typeof env.DASHBOARD_URL === 'string' && env.DASHBOARD_URL !== '' ? env.DASHBOARD_URL.replace(/\/$/, '') : null;
+  const { alertWebhookUrl: webhook, dashboardUrl } = config;
   const invocation: Invocation = {
     env,
     config,
     sql,
     registry,
+    builtJobTypes: built,
     alerts: webhook
       ? new WebhookAlerts({ url: webhook, scrub, ...(dashboardUrl ? { jobLinkBase: `${dashboardUrl}/dashboard/jobs/` } : {}) })
       : new LogAlerts((line) => console.error(scrub(line))),

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { openServer } from '../bench/server.ts';
-import { createStripeClient, StripeBilling } from '../functions/adapters/stripe-billing.ts';
-import { billingCronJob } from '../functions/jobs/billing-cron.ts';
-import { invoiceAccountJob } from '../functions/jobs/invoice-account.ts';
+import { createStripeClient, StripeBilling } from '../functions/platform/billing/adapters/stripe-billing.ts';
+import { billingCronJob } from '../functions/platform/billing/billing-cron.ts';
+import { invoiceAccountJob } from '../functions/platform/billing/invoice-account.ts';
 import { connect, enqueue, getJob, JobRegistry, runSteps, TERMINAL_STATUSES, type JobStatus } from '../queue/index.ts';
 import { migrate } from '../queue/migrate.ts';
 import { startSandbox } from '../sandbox/server.ts';

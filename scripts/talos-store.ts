@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { connect } from '../queue/db.ts';
-import { storeTalosMachineConfigs } from '../functions/jobs/provisioning/talos.ts';
+import { storeTalosMachineConfigs } from '../functions/platform/provisioning/talos.ts';
 import { parseKeyRing } from '../functions/lib/secrets.ts';
 import { fail, resolveDatabaseUrl } from './lib/cli.ts';
 

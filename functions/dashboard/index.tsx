@@ -8,7 +8,9 @@ import { archivedLog } from '../http/archived-log.ts';
 import { invocationOf } from '../http/context.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { SECURITY_HEADERS } from './layout.tsx';
-import { ErrorPage, JobPage, LoginPage, OverviewPage } from './pages.tsx';
+import { JobPage } from './job-page.tsx';
+import { OverviewPage } from './overview-page.tsx';
+import { ErrorPage, LoginPage } from './pages.tsx';
 import { countsByStatus, depthSince, jobTypes, openAlerts, recentJobs, resolveAlert } from './queries.ts';
 import {
   clearSessionCookie, createSession, endAllSessions, endSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf,

@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { Job } from '../../queue/index.ts';
-import { R2LogArchive } from '../adapters/r2-log-archive.ts';
+import { R2LogArchive } from '../platform/build/adapters/r2-log-archive.ts';
 import type { WorkerEnv } from '../config.ts';
 import { envSecrets } from '../invocation.ts';
 import { scrubText } from '../lib/redact.ts';

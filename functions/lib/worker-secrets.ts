@@ -28,8 +28,11 @@ export const WORKER_SECRETS = [
 export type SecretName = (typeof WORKER_SECRETS)[number]['name'];
 export const SECRET_NAMES: readonly SecretName[] = WORKER_SECRETS.map((s) => s.name);
 
+/** An env as far as its secrets go. */
+export type SecretsEnv = { readonly [K in SecretName]?: unknown };
+
 /** The declared secrets an env sets (non-empty strings), by name. */
-export function readSecrets(env: Record<string, unknown>): Partial<Record<SecretName, string>> {
+export function readSecrets(env: SecretsEnv): Partial<Record<SecretName, string>> {
   const out: Partial<Record<SecretName, string>> = {};
   for (const { name } of WORKER_SECRETS) {
     const value = env[name];
@@ -43,7 +46,7 @@ export function readSecrets(env: Record<string, unknown>): Partial<Record<Secret
  * and each key inside it (`kid:<base64>` entries, comma- or newline-separated, as
  * lib/secrets.ts parses them), since an error may quote one key rather than the whole ring.
  */
-export function secretValues(env: Record<string, unknown>): string[] {
+export function secretValues(env: SecretsEnv): string[] {
   const values: string[] = [];
   const set = readSecrets(env);
   for (const secret of WORKER_SECRETS) {

@@ -4,23 +4,11 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * The README's layout is the tree: every path it names exists, and every directory under queue/ and
- * functions/ (two levels down) is named. Moves under way are listed, each one an entry to delete when
- * it lands: an entry that is no longer true fails, so the lists cannot go stale.
+ * functions/ (two levels down) is named. A move under way is listed, an entry to delete when it lands
+ * (none is now): an entry that is no longer true fails, so the lists cannot go stale.
  */
-const NAMED_NOT_YET_THERE = new Set([
-  'queue/maintenance/', // maintenance passes move into the engine (issue 15, item 3)
-  'functions/platform/', // the platform's jobs with their ports and adapters (issue 15, item 4)
-  'functions/platform/build/',
-  'functions/platform/provisioning/',
-  'functions/platform/billing/',
-  'functions/platform/cleanup/',
-]);
-const THERE_NOT_YET_NAMED = new Set([
-  'functions/jobs/', // → functions/platform/
-  'functions/jobs/provisioning/',
-  'functions/ports/',
-  'functions/adapters/',
-]);
+const NAMED_NOT_YET_THERE = new Set<string>([]);
+const THERE_NOT_YET_NAMED = new Set<string>([]);
 
 /** The paths the README's layout block names, each with its parents (`functions/http/routes/`). */
 function layoutPaths(readme: string): string[] {

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { provisioningJobTypes } from '../../functions/jobs/provisioning/from-env.ts';
-import { PROVISION_CONCURRENCY, provisioningConcurrencyKey } from '../../functions/jobs/provisioning/resources.ts';
+import { provisioningJobTypes } from '../../functions/platform/provisioning/job-types.ts';
+import { PROVISION_CONCURRENCY, provisioningConcurrencyKey } from '../../functions/platform/provisioning/resources.ts';
 import {
   claimJobs, defineJobType, done, enqueue, enqueueBatch, JobRegistry, sampleJobTypes, typeAccess, ValidationError, type Sql,
 } from '../../queue/index.ts';

@@ -10,7 +10,7 @@ import {
   previousPeriod,
   rateMicros,
   type Plan,
-} from '../../functions/lib/billing-calc.ts';
+} from '../../functions/platform/billing/billing-calc.ts';
 
 const starter: Plan = { id: 'starter', name: 'Starter', monthlyPriceCents: 2000, includedCreditCents: 500 };
 const at = (iso: string) => new Date(iso);

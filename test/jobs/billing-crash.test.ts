@@ -1,8 +1,8 @@
 import type Stripe from 'stripe';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createStripeClient, StripeBilling } from '../../functions/adapters/stripe-billing.ts';
-import { invoiceAccountJob } from '../../functions/jobs/invoice-account.ts';
-import type { Billing } from '../../functions/ports/billing.ts';
+import { createStripeClient, StripeBilling } from '../../functions/platform/billing/adapters/stripe-billing.ts';
+import { invoiceAccountJob } from '../../functions/platform/billing/invoice-account.ts';
+import type { Billing } from '../../functions/platform/billing/ports/billing.ts';
 import { enqueue, JobRegistry, runSteps, TERMINAL_STATUSES, type JobStatus } from '../../queue/index.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createStripeClient, stripeClientFromEnv } from '../../functions/adapters/stripe-billing.ts';
+import { createStripeClient, stripeClientFromEnv } from '../../functions/platform/billing/adapters/stripe-billing.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { decodeStripeForm } from '../../sandbox/stripe.ts';
 import { createTestSandbox } from '../support/sandbox.ts';

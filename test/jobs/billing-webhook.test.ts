@@ -1,8 +1,8 @@
 import { createServer } from 'node:http';
 import type Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createStripeClient } from '../../functions/adapters/stripe-billing.ts';
-import { handleStripeWebhook } from '../../functions/lib/stripe-webhook.ts';
+import { createStripeClient } from '../../functions/platform/billing/adapters/stripe-billing.ts';
+import { handleStripeWebhook } from '../../functions/platform/billing/stripe-webhook.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { signStripePayload, stripeEventPayload } from '../../sandbox/stripe.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,9 +1,9 @@
 import type Stripe from 'stripe';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createStripeClient, StripeBilling } from '../../functions/adapters/stripe-billing.ts';
-import { billingCronJob } from '../../functions/jobs/billing-cron.ts';
-import { previousPeriod } from '../../functions/lib/billing-calc.ts';
-import { invoiceAccountJob } from '../../functions/jobs/invoice-account.ts';
+import { createStripeClient, StripeBilling } from '../../functions/platform/billing/adapters/stripe-billing.ts';
+import { billingCronJob } from '../../functions/platform/billing/billing-cron.ts';
+import { previousPeriod } from '../../functions/platform/billing/billing-calc.ts';
+import { invoiceAccountJob } from '../../functions/platform/billing/invoice-account.ts';
 import { enqueue, JobRegistry, runSteps, type Runner } from '../../queue/index.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DepotBuildService, depotError } from '../../functions/adapters/depot.ts';
-import { archiveKey } from '../../functions/adapters/r2-log-archive.ts';
-import { LogSequenceGapError } from '../../functions/ports/log-archive.ts';
+import { DepotBuildService, depotError } from '../../functions/platform/build/adapters/depot.ts';
+import { archiveKey } from '../../functions/platform/build/adapters/r2-log-archive.ts';
+import { LogSequenceGapError } from '../../functions/platform/build/ports/log-archive.ts';
 import { PermanentError } from '../../queue/errors.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { depotCalls, memoryLogArchive, sandboxControl, scriptBuild } from '../support/build-fakes.ts';

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { BuildService } from '../../functions/ports/build-service.ts';
+import type { BuildService } from '../../functions/platform/build/ports/build-service.ts';
 import { cancelJob, getJob, type Job } from '../../queue/index.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { buildHarness, depotCalls, sandboxLog, scriptBuild, type BuildHarness } from '../support/build-fakes.ts';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { cleanupJob, type AccountLogObjects, type CleanupDeps, type CloudInventory, type CloudResource } from '../../functions/jobs/cleanup.ts';
+import { cleanupJob, type AccountLogObjects, type CleanupDeps, type CloudInventory, type CloudResource } from '../../functions/platform/cleanup/cleanup.ts';
 import { claimJobs, enqueue, JobRegistry, rescueExpiredLeases, runSteps } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 

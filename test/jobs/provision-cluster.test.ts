@@ -2,7 +2,7 @@ import { seedAccount } from '../support/tenancy.ts';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cancelJob, ConflictError, getJob, NotFoundError } from '../../queue/index.ts';
-import { FetchKubernetesProbe } from '../../functions/adapters/kubernetes-probe.ts';
+import { FetchKubernetesProbe } from '../../functions/platform/provisioning/adapters/kubernetes-probe.ts';
 import {
   AWAITING_BOOTSTRAP,
   enqueueProvisionCluster,
@@ -11,12 +11,12 @@ import {
   resumeBootstrappedCluster,
   SELF_INSTALLED_ADDONS,
   type ProvisionClusterRequest,
-} from '../../functions/jobs/provision-cluster.ts';
-import { clusterTag } from '../../functions/jobs/provisioning/resources.ts';
-import { loadTalosMachineConfigs, storeTalosMachineConfigs, type TalosMachineConfigs } from '../../functions/jobs/provisioning/talos.ts';
+} from '../../functions/platform/provisioning/provision-cluster.ts';
+import { clusterTag } from '../../functions/platform/provisioning/resources.ts';
+import { loadTalosMachineConfigs, storeTalosMachineConfigs, type TalosMachineConfigs } from '../../functions/platform/provisioning/talos.ts';
 import { generateEncryptionKey, parseKeyRing, type KeyRing } from '../../functions/lib/secrets.ts';
-import type { CloudProvider } from '../../functions/ports/cloud-provider.ts';
-import type { KubernetesProbe } from '../../functions/ports/kubernetes-probe.ts';
+import type { CloudProvider } from '../../functions/platform/provisioning/ports/cloud-provider.ts';
+import type { KubernetesProbe } from '../../functions/platform/provisioning/ports/kubernetes-probe.ts';
 import {
   crashingCloud,
   databaseDump,

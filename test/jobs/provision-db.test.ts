@@ -9,10 +9,10 @@ import {
   provisionDbRequest,
   type DesiredDatabase,
   type ProvisionDbRequest,
-} from '../../functions/jobs/provision-db.ts';
-import { databaseClusterName, databasePoolName, databaseTag } from '../../functions/jobs/provisioning/resources.ts';
+} from '../../functions/platform/provisioning/provision-db.ts';
+import { databaseClusterName, databasePoolName, databaseTag } from '../../functions/platform/provisioning/resources.ts';
 import { decryptSecret, generateEncryptionKey, parseKeyRing, type KeyRing } from '../../functions/lib/secrets.ts';
-import type { CloudProvider } from '../../functions/ports/cloud-provider.ts';
+import type { CloudProvider } from '../../functions/platform/provisioning/ports/cloud-provider.ts';
 import {
   crashingCloud,
   databaseDump,

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DigitalOceanCloudProvider, retryAfterMs } from '../../functions/adapters/digitalocean.ts';
-import { cloudInventory } from '../../functions/jobs/provisioning/cloud-inventory.ts';
-import { CloudProviderError, CloudRateLimitError } from '../../functions/ports/cloud-provider.ts';
+import { DigitalOceanCloudProvider, retryAfterMs } from '../../functions/platform/provisioning/adapters/digitalocean.ts';
+import { cloudInventory } from '../../functions/platform/cleanup/adapters/cloud-inventory.ts';
+import { CloudProviderError, CloudRateLimitError } from '../../functions/platform/provisioning/ports/cloud-provider.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { createTestSandbox } from '../support/sandbox.ts';
 import { digitalOceanAdapter, digitalOceanControl } from './provision-support.ts';

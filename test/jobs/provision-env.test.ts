@@ -1,10 +1,10 @@
 import { seedAccount, seedService } from '../support/tenancy.ts';
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { enqueueProvisionCluster, resumeBootstrappedCluster } from '../../functions/jobs/provision-cluster.ts';
-import { enqueueProvisionDb } from '../../functions/jobs/provision-db.ts';
-import { provisioningJobTypes } from '../../functions/jobs/provisioning/from-env.ts';
-import { storeTalosMachineConfigs } from '../../functions/jobs/provisioning/talos.ts';
+import { enqueueProvisionCluster, resumeBootstrappedCluster } from '../../functions/platform/provisioning/provision-cluster.ts';
+import { enqueueProvisionDb } from '../../functions/platform/provisioning/provision-db.ts';
+import { provisioningJobTypes } from '../../functions/platform/provisioning/job-types.ts';
+import { storeTalosMachineConfigs } from '../../functions/platform/provisioning/talos.ts';
 import { generateEncryptionKey, parseKeyRing } from '../../functions/lib/secrets.ts';
 import { isParked, isTerminal, provisioningRunner, provisioningTestContext, tickUntil } from './provision-support.ts';
 

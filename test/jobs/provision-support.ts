@@ -1,8 +1,8 @@
 import { beforeAll, beforeEach } from 'vitest';
 import { getJob, JobRegistry, runSteps, type Job, type JobType, type Runner, type StepLogLine } from '../../queue/index.ts';
 import type { Sql } from '../../queue/db.ts';
-import { DigitalOceanCloudProvider } from '../../functions/adapters/digitalocean.ts';
-import type { CloudProvider } from '../../functions/ports/cloud-provider.ts';
+import { DigitalOceanCloudProvider } from '../../functions/platform/provisioning/adapters/digitalocean.ts';
+import type { CloudProvider } from '../../functions/platform/provisioning/ports/cloud-provider.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { createTestSandbox } from '../support/sandbox.ts';

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { R2AccountLogObjects } from '../../functions/adapters/r2-account-logs.ts';
+import { R2AccountLogObjects } from '../../functions/platform/cleanup/adapters/r2-account-logs.ts';
 import { enqueue } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { seedAccount, seedService } from '../support/tenancy.ts';

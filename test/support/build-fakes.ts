@@ -1,8 +1,8 @@
-import { DepotBuildService } from '../../functions/adapters/depot.ts';
-import { R2LogArchive, type LogBucket } from '../../functions/adapters/r2-log-archive.ts';
-import { buildJobType, type BuildPayload } from '../../functions/jobs/build.ts';
-import type { BuildService, LogLine } from '../../functions/ports/build-service.ts';
-import type { LogRelay } from '../../functions/ports/log-relay.ts';
+import { DepotBuildService } from '../../functions/platform/build/adapters/depot.ts';
+import { R2LogArchive, type LogBucket } from '../../functions/platform/build/adapters/r2-log-archive.ts';
+import { buildJobType, type BuildPayload } from '../../functions/platform/build/build.ts';
+import type { BuildService, LogLine } from '../../functions/platform/build/ports/build-service.ts';
+import type { LogRelay } from '../../functions/platform/build/ports/log-relay.ts';
 import {
   claimJobs, enqueue, JobRegistry, runSteps, type Job, type JobType, type RunCounts, type Runner, type StepContext, type StepResult,
 } from '../../queue/index.ts';

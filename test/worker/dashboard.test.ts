@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { dashboard } from '../../functions/dashboard/index.tsx';
-import { archiveKey } from '../../functions/adapters/r2-log-archive.ts';
+import { archiveKey } from '../../functions/platform/build/adapters/r2-log-archive.ts';
 import { createSession, readSession, SESSION_TTL_MS } from '../../functions/dashboard/session.ts';
 import { createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
 

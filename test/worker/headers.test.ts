@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
-import { archiveKey } from '../../functions/adapters/r2-log-archive.ts';
+import { archiveKey } from '../../functions/platform/build/adapters/r2-log-archive.ts';
 import { createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
 
 /**

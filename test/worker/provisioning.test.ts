@@ -1,8 +1,8 @@
 import { seedAccount, seedService } from '../support/tenancy.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { storeTalosMachineConfigs } from '../../functions/jobs/provisioning/talos.ts';
+import { storeTalosMachineConfigs } from '../../functions/platform/provisioning/talos.ts';
 import { decryptSecret, generateEncryptionKey, parseKeyRing } from '../../functions/lib/secrets.ts';
-import { databaseSecretContext } from '../../functions/jobs/provision-db.ts';
+import { databaseSecretContext } from '../../functions/platform/provisioning/provision-db.ts';
 import { countJobs, createWorkerHarness, testEnv, type WorkerHarness } from './support.ts';
 
 let h: WorkerHarness;

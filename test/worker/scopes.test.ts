@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs } from '../../queue/index.ts';
-import { createRegistry } from '../../functions/registry.ts';
+import { createRegistry } from '../../functions/platform/compose.ts';
 import { createWorkerHarness, type WorkerHarness } from './support.ts';
 
 /**

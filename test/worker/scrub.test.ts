@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { storeTalosMachineConfigs } from '../../functions/jobs/provisioning/talos.ts';
+import { storeTalosMachineConfigs } from '../../functions/platform/provisioning/talos.ts';
 import { generateEncryptionKey, parseKeyRing } from '../../functions/lib/secrets.ts';
 import { seedService } from '../support/tenancy.ts';
 import { createWorkerHarness, testEnv, TOKENS, type WorkerHarness } from './support.ts';

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
-import { storeTalosMachineConfigs } from '../../functions/jobs/provisioning/talos.ts';
-import { clusterTag, databaseTag } from '../../functions/jobs/provisioning/resources.ts';
+import { storeTalosMachineConfigs } from '../../functions/platform/provisioning/talos.ts';
+import { clusterTag, databaseTag } from '../../functions/platform/provisioning/resources.ts';
 import { generateEncryptionKey, parseKeyRing } from '../../functions/lib/secrets.ts';
 import { seedAccount, seedService } from '../support/tenancy.ts';
 import { createWorkerHarness, testEnv, type WorkerHarness } from './support.ts';

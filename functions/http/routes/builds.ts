@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES } from '../../../queue/index.ts';
 import { archivedLog } from '../archived-log.ts';
-import { buildPayload } from '../../jobs/build.ts';
+import { buildPayload } from '../../platform/build/build.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
 import { requireScope } from '../auth.ts';
 import { limitBody, readJson } from '../body.ts';

@@ -1,8 +1,8 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Job } from '../../../queue/index.ts';
-import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../../jobs/provision-cluster.ts';
-import { enqueueProvisionDb, provisionDbRequest } from '../../jobs/provision-db.ts';
+import { enqueueProvisionCluster, provisionClusterRequest, resumeBootstrappedCluster } from '../../platform/provisioning/provision-cluster.ts';
+import { enqueueProvisionDb, provisionDbRequest } from '../../platform/provisioning/provision-db.ts';
 import { requireScope } from '../auth.ts';
 import { limitBody, readJson } from '../body.ts';
 import { invocationOf, type AppEnv } from '../context.ts';

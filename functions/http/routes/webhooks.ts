@@ -1,6 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { stripeClientFromEnv } from '../../adapters/stripe-billing.ts';
-import { handleStripeWebhook } from '../../lib/stripe-webhook.ts';
+import { stripeClientFromEnv } from '../../platform/billing/adapters/stripe-billing.ts';
+import { handleStripeWebhook } from '../../platform/billing/stripe-webhook.ts';
 import { limitBody } from '../body.ts';
 import { invocationOf } from '../context.ts';
 import { errorBody, HttpError } from '../errors.ts';

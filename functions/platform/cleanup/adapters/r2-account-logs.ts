@@ -1,7 +1,7 @@
-import type { Queryable } from '../../queue/db.ts';
-import { jobIdsByPayloadField } from '../../queue/jobs-query.ts';
+import type { Queryable } from '../../../../queue/db.ts';
+import { jobIdsByPayloadField } from '../../../../queue/jobs-query.ts';
 import type { AccountLogObjects } from '../ports/account-log-objects.ts';
-import { archiveKey } from './r2-log-archive.ts';
+import { archiveKey } from '../../build/adapters/r2-log-archive.ts';
 
 /** The slice of the R2 binding this needs, declared structurally (see LogBucket). */
 export interface DeletableBucket {

@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import type { Sql, TransactionSql } from '../../queue/db.ts';
+import type { Sql, TransactionSql } from '../../../queue/db.ts';
 
 /**
  * POST /webhooks/stripe, minus the HTTP: verify the signature over the raw body, then apply the

@@ -1,6 +1,6 @@
 import { DurableObject } from 'cloudflare:workers';
-import type { LogLine } from './ports/build-service.ts';
-import type { BuildOutcome, LogRelay } from './ports/log-relay.ts';
+import type { LogLine } from '../ports/build-service.ts';
+import type { BuildOutcome, LogRelay } from '../ports/log-relay.ts';
 
 /**
  * One Durable Object per build relays its log lines to live viewers over WebSockets.

@@ -1,7 +1,9 @@
+import { z } from 'zod';
 import { PermanentError } from '../../../queue/errors.ts';
+import { parseCheckpoint } from '../checkpoint.ts';
 import type { JsonObject } from '../../../queue/job.ts';
 import { backoffMs, next, type RetryPolicy, type StepContext, type StepResult } from '../../../queue/registry.ts';
-import { CloudProviderError } from '../../ports/cloud-provider.ts';
+import { CloudProviderError } from './ports/cloud-provider.ts';
 
 /**
  * Provider errors become delayed steps, never sleeps inside an invocation.
@@ -23,21 +25,19 @@ export interface ProviderRetryOptions {
   backoff?: RetryPolicy;
 }
 
-interface ProviderRetryState {
-  step: string;
-  count: number;
-}
+/** The retries of one step so far (null once a step got through). */
+const retryCheckpoint = z.looseObject({ providerRetry: z.looseObject({ step: z.string(), count: z.number().int().min(0) }).nullish() });
 
 export const DEFAULT_PROVIDER_RETRIES = 8;
 const DEFAULT_BACKOFF: RetryPolicy = { baseMs: 2_000, maxMs: 5 * 60_000 };
 
-function retriesSoFar(checkpoint: JsonObject, step: string): number {
-  const state = checkpoint.providerRetry as ProviderRetryState | null | undefined;
+function retriesSoFar(type: string, checkpoint: JsonObject, step: string): number {
+  const state = parseCheckpoint(type, retryCheckpoint, checkpoint).providerRetry;
   return state && state.step === step ? state.count : 0;
 }
 
 export async function withProviderRetry<P>(ctx: StepContext<P>, body: () => Promise<StepResult>, options: ProviderRetryOptions = {}): Promise<StepResult> {
-  const count = retriesSoFar(ctx.checkpoint, ctx.step);
+  const count = retriesSoFar(ctx.job.type, ctx.checkpoint, ctx.step);
   let result: StepResult;
   try {
     result = await body();

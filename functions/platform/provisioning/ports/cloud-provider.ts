@@ -8,7 +8,7 @@
  * creating any (see `listDatabasesByTag`, `listDropletsByTag`). Deletes are idempotent: deleting
  * what is already gone is not an error.
  */
-import type { Secret } from '../lib/secrets.ts';
+import type { Secret } from '../../../lib/secrets.ts';
 
 export interface CallOptions {
   signal?: AbortSignal;

@@ -1,5 +1,5 @@
-import type { CloudInventory, CloudResource } from '../cleanup.ts';
-import type { CloudProvider } from '../../ports/cloud-provider.ts';
+import type { CloudInventory, CloudResource } from '../ports/cloud-inventory.ts';
+import type { CloudProvider } from '../../provisioning/ports/cloud-provider.ts';
 
 /**
  * The cleanup sweep's view of the cloud, over the CloudProvider: managed databases and droplets

@@ -1,11 +1,12 @@
 import { z } from 'zod';
-import type { Queryable } from '../../queue/db.ts';
-import { enqueueBatch } from '../../queue/enqueue.ts';
-import { PermanentError } from '../../queue/errors.ts';
-import type { Json, JobStatus, JsonObject } from '../../queue/job.ts';
-import { jobsBySubmitKeys, jobStatusCountsBySubmitKeys } from '../../queue/jobs-query.ts';
-import { defineJobType, done, next, type JobType } from '../../queue/registry.ts';
-import { isPeriod, periodBounds } from '../lib/billing-calc.ts';
+import type { Queryable } from '../../../queue/db.ts';
+import { enqueueBatch } from '../../../queue/enqueue.ts';
+import { PermanentError } from '../../../queue/errors.ts';
+import { parseCheckpoint } from '../checkpoint.ts';
+import type { Json, JobStatus, JsonObject } from '../../../queue/job.ts';
+import { jobsBySubmitKeys, jobStatusCountsBySubmitKeys } from '../../../queue/jobs-query.ts';
+import { defineJobType, done, next, type JobType } from '../../../queue/registry.ts';
+import { isPeriod, periodBounds } from './billing-calc.ts';
 import { INVOICE_ACCOUNT, invoiceSubmitKey } from './invoice-account.ts';
 
 /**
@@ -101,6 +102,9 @@ async function runSummary(sql: Queryable, period: string): Promise<BillingRunSum
   };
 }
 
+/** From the fan-out on: how many invoice jobs it created, and when it started. */
+const waitCheckpoint = z.looseObject({ created: z.number().int().min(0).optional(), startedAt: z.string().optional() });
+
 export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronPayload> {
   const pollDelayMs = deps.pollDelayMs ?? 30_000;
   return defineJobType({
@@ -135,10 +139,11 @@ export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronP
       if (ctx.step === 'wait') {
         const { pending, settled } = await settledCounts(sql, period);
         if (pending > 0) return next('wait', { checkpoint: { pending, settled }, delayMs: pollDelayMs });
+        const cp = parseCheckpoint(BILLING_CRON, waitCheckpoint, ctx.checkpoint);
         const summary = await runSummary(sql, period);
-        const startedAt = typeof ctx.checkpoint.startedAt === 'string' ? new Date(ctx.checkpoint.startedAt) : ctx.now();
+        const startedAt = cp.startedAt !== undefined ? new Date(cp.startedAt) : ctx.now();
         const finishedAt = ctx.now();
-        return done({ ...summary, created: ctx.checkpoint.created ?? 0 } as unknown as JsonObject, (tx) => tx`
+        return done({ ...summary, created: cp.created ?? 0 } as unknown as JsonObject, (tx) => tx`
           insert into platform.billing_runs (period, job_id, accounts, invoiced, no_charge, failed, total_cents, failures, started_at, finished_at)
           values (${period}, ${ctx.job.id}, ${summary.accounts}, ${summary.invoiced}, ${summary.noCharge}, ${summary.failed}, ${summary.totalCents},
                   ${tx.json(summary.failures as unknown as Json)}, ${startedAt}, ${finishedAt})

@@ -26,7 +26,7 @@
  *
  * Cancel: Depot has no cancel RPC; a build is ended with FinishBuild carrying an error.
  */
-import { PermanentError } from '../../queue/errors.ts';
+import { PermanentError } from '../../../../queue/errors.ts';
 import type { BuildRequest, BuildService, BuildStatus, LogCursor, LogLine, LogPage, ReadLogsOptions } from '../ports/build-service.ts';
 
 export interface DepotConfig {

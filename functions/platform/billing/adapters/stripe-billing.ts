@@ -48,8 +48,16 @@ export function createStripeClient(config: StripeClientConfig): Stripe {
 }
 
 /** The client the Worker builds from its env (STRIPE_API_* point it at the sandbox under `npm start`). */
-export function stripeClientFromEnv(env: Record<string, unknown>): Stripe | null {
-  const text = (name: string) => (typeof env[name] === 'string' && env[name] !== '' ? (env[name] as string) : undefined);
+/** The env vars the Stripe client is made from (the Worker's env, or process.env in Node). */
+export interface StripeEnv {
+  STRIPE_SECRET_KEY?: unknown;
+  STRIPE_API_HOST?: unknown;
+  STRIPE_API_PORT?: unknown;
+  STRIPE_API_PROTOCOL?: unknown;
+}
+
+export function stripeClientFromEnv(env: StripeEnv): Stripe | null {
+  const text = (name: keyof StripeEnv) => (typeof env[name] === 'string' && env[name] !== '' ? (env[name] as string) : undefined);
   const secretKey = text('STRIPE_SECRET_KEY');
   if (!secretKey) return null;
   const protocol = text('STRIPE_API_PROTOCOL');

@@ -1,5 +1,6 @@
 /**
- * The provisioning job types, built from the Worker's env (or process.env in Node):
+ * The provisioning job types, from the Worker's settings (the composition root, ../compose.ts,
+ * passes its parsed config; Node callers pass process.env):
  *
  *   DIGITALOCEAN_TOKEN     secret: a DigitalOcean API token with read + write scope
  *   DIGITALOCEAN_API_URL   default https://api.digitalocean.com (the sandbox's URL on `npm start`)
@@ -14,17 +15,22 @@
  * (storeTalosMachineConfigs) and opened with ENCRYPTION_KEYS when a cluster step needs them.
  *
  * With a variable missing, the types are still registered (so such a job fails with a message
- * naming what to set, instead of "unknown job type"), and nothing is sent anywhere.
+ * naming what to set, instead of "unknown job type"), and nothing is sent anywhere. With all set,
+ * the key ring is parsed and the clients made only when a provisioning step first runs (one key
+ * ring and one DigitalOcean client for both types): a request that runs none pays for neither.
  */
 import { PermanentError } from '../../../queue/errors.ts';
 import { defineJobType, type JobType } from '../../../queue/registry.ts';
-import { DigitalOceanCloudProvider } from '../../adapters/digitalocean.ts';
-import { FetchKubernetesProbe } from '../../adapters/kubernetes-probe.ts';
+import { DigitalOceanCloudProvider } from './adapters/digitalocean.ts';
+import { FetchKubernetesProbe } from './adapters/kubernetes-probe.ts';
 import { parseKeyRing } from '../../lib/secrets.ts';
-import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER, PROVISION_CLUSTER_ROUTE } from '../provision-cluster.ts';
-import { provisionDbJobType, provisionDbRequest, PROVISION_DB, PROVISION_DB_ROUTE } from '../provision-db.ts';
+import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER, PROVISION_CLUSTER_ROUTE } from './provision-cluster.ts';
+import { provisionDbJobType, provisionDbRequest, PROVISION_DB, PROVISION_DB_ROUTE } from './provision-db.ts';
 import { provisioningConcurrency } from './job-type.ts';
 import { loadTalosMachineConfigs } from './talos.ts';
+import { lazyJobType, unbuilt } from '../lazy.ts';
+import type { CloudProvider } from './ports/cloud-provider.ts';
+import type { KeyRing } from '../../lib/secrets.ts';
 
 export interface ProvisioningEnv {
   DIGITALOCEAN_TOKEN?: string;
@@ -50,26 +56,44 @@ function unconfigured(type: string, payload: typeof provisionDbRequest | typeof 
   });
 }
 
-export async function provisioningJobTypes(env: ProvisioningEnv): Promise<JobType<any>[]> {
+export async function provisioningJobTypes(env: ProvisioningEnv, onBuild?: (type: string) => void): Promise<JobType<any>[]> {
   const missingDb = (['DIGITALOCEAN_TOKEN', 'ENCRYPTION_KEYS'] as const).filter((k) => !env[k]);
   const missingCluster = [...missingDb, ...(env.TALOS_IMAGE ? [] : ['TALOS_IMAGE'])];
   if (missingDb.length > 0) {
     return [unconfigured(PROVISION_DB, provisionDbRequest, missingDb), unconfigured(PROVISION_CLUSTER, provisionClusterRequest, missingCluster)];
   }
-  const keyRing = await parseKeyRing(env.ENCRYPTION_KEYS);
-  const cloud = new DigitalOceanCloudProvider({ token: env.DIGITALOCEAN_TOKEN!, baseUrl: env.DIGITALOCEAN_API_URL || undefined });
+  let shared: Promise<{ cloud: CloudProvider; keyRing: KeyRing }> | undefined;
+  const adapters = () =>
+    (shared ??= parseKeyRing(env.ENCRYPTION_KEYS).then((keyRing) => ({
+      keyRing,
+      cloud: new DigitalOceanCloudProvider({ token: env.DIGITALOCEAN_TOKEN!, baseUrl: env.DIGITALOCEAN_API_URL || undefined }),
+    })));
   const pollIntervalMs = env.PROVISION_POLL_INTERVAL_MS ? Number(env.PROVISION_POLL_INTERVAL_MS) : undefined;
-  const db = provisionDbJobType({ cloud, keyRing, pollIntervalMs });
-  if (!env.TALOS_IMAGE) return [db, unconfigured(PROVISION_CLUSTER, provisionClusterRequest, missingCluster)];
+  const declaredDb = provisionDbJobType({ cloud: unbuilt('the DigitalOcean client'), keyRing: unbuilt('the key ring'), pollIntervalMs });
+  const db = lazyJobType(declaredDb, async () => provisionDbJobType({ ...(await adapters()), pollIntervalMs }), onBuild);
+  const talosImage = env.TALOS_IMAGE;
+  if (!talosImage) return [db, unconfigured(PROVISION_CLUSTER, provisionClusterRequest, missingCluster)];
   const urlTemplate = env.KUBERNETES_VERSION_URL;
-  const cluster = provisionClusterJobType({
-    cloud,
-    probe: new FetchKubernetesProbe(urlTemplate ? { urlFor: (endpoint) => urlTemplate.replaceAll('{endpoint}', endpoint) } : {}),
-    machineConfigs: (sql) => loadTalosMachineConfigs(sql, keyRing),
-    talosImage: /^\d+$/.test(env.TALOS_IMAGE) ? Number(env.TALOS_IMAGE) : env.TALOS_IMAGE,
+  const clusterDeps = {
+    talosImage: /^\d+$/.test(talosImage) ? Number(talosImage) : talosImage,
     vpcUuid: env.DIGITALOCEAN_VPC_UUID || undefined,
     pollIntervalMs,
     probeIntervalMs: pollIntervalMs,
-  });
+  };
+  const declaredCluster = provisionClusterJobType({ ...clusterDeps, cloud: unbuilt('the DigitalOcean client'), probe: unbuilt('the Kubernetes probe'), machineConfigs: unbuilt('the Talos machine configs') });
+  const cluster = lazyJobType(
+    declaredCluster,
+    async () => {
+      const { cloud, keyRing } = await adapters();
+      return provisionClusterJobType({
+        ...clusterDeps,
+        cloud,
+        probe: new FetchKubernetesProbe(urlTemplate ? { urlFor: (endpoint) => urlTemplate.replaceAll('{endpoint}', endpoint) } : {}),
+        // read and opened when a cluster step needs them, not when the type is built
+        machineConfigs: (sql) => loadTalosMachineConfigs(sql, keyRing),
+      });
+    },
+    onBuild,
+  );
   return [db, cluster];
 }

@@ -29,8 +29,8 @@ import {
   type DatabaseCluster,
   type Droplet,
 } from '../ports/cloud-provider.ts';
-import { Secret } from '../lib/secrets.ts';
-import { scrubText } from '../lib/redact.ts';
+import { Secret } from '../../../lib/secrets.ts';
+import { scrubText } from '../../../lib/redact.ts';
 
 export interface DigitalOceanConfig {
   /** A personal access token (read + write); sent only in the Authorization header. */

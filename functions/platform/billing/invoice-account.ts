@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import type { Queryable } from '../../queue/db.ts';
-import { PermanentError } from '../../queue/errors.ts';
-import type { Json } from '../../queue/job.ts';
-import { defineJobType, done, type JobType, type StepContext, type StepResult } from '../../queue/registry.ts';
+import type { Queryable } from '../../../queue/db.ts';
+import { PermanentError } from '../../../queue/errors.ts';
+import type { Json } from '../../../queue/job.ts';
+import { defineJobType, done, type JobType, type StepContext, type StepResult } from '../../../queue/registry.ts';
 import {
   computeInvoice,
   isPeriod,
@@ -13,8 +13,8 @@ import {
   type Plan,
   type SizeSnapshot,
   type UsageTotal,
-} from '../lib/billing-calc.ts';
-import { billingKeys, BillingRejectedError, type Billing, type ProviderInvoice } from '../ports/billing.ts';
+} from './billing-calc.ts';
+import { billingKeys, BillingRejectedError, type Billing, type ProviderInvoice } from './ports/billing.ts';
 
 /**
  * invoice_account: one account's invoice for one closed period, in one resumable step:

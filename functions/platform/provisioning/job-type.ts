@@ -10,22 +10,25 @@ import { PROVISION_CONCURRENCY, provisioningConcurrencyKey } from './resources.t
  */
 export const provisioningConcurrency = { key: provisioningConcurrencyKey('{accountId}'), limit: PROVISION_CONCURRENCY };
 
-export interface ProvisioningJobDefinition<P> {
+export interface ProvisioningJobDefinition<P, D> {
   type: string;
   /** The type's own route (provisioning types are internal). */
   enqueueVia: string;
   payload: z.ZodType<P>;
+  /** What every step is given besides its context: the type's adapters and settings. */
+  deps: D;
   /** Step name → handler; `start` is the first step of a new job. */
-  steps: Record<string, (ctx: StepContext<P>) => Promise<StepResult>>;
+  steps: Record<string, (deps: D, ctx: StepContext<P>) => Promise<StepResult>>;
   /** Destroy what the job created: runs on cancel and after a terminal failure. */
-  compensate(ctx: StepContext<P>): Promise<void>;
+  compensate(deps: D, ctx: StepContext<P>): Promise<void>;
 }
 
 /**
  * The shape both provisioning jobs share: provider errors become delayed steps (withProviderRetry),
  * a longer lease (provider calls are slow), and compensation on cancel and on failure.
  */
-export function defineProvisioningJobType<P>(definition: ProvisioningJobDefinition<P>): JobType<P> {
+export function defineProvisioningJobType<P, D>(definition: ProvisioningJobDefinition<P, D>): JobType<P> {
+  const { deps } = definition;
   return defineJobType<P>({
     type: definition.type,
     enqueueVia: definition.enqueueVia,
@@ -37,9 +40,9 @@ export function defineProvisioningJobType<P>(definition: ProvisioningJobDefiniti
     run(ctx) {
       const step = definition.steps[ctx.step];
       if (!step) throw new PermanentError(`${definition.type} has no step ${ctx.step}`);
-      return withProviderRetry(ctx, () => step(ctx));
+      return withProviderRetry(ctx, () => step(deps, ctx));
     },
-    onCancel: (ctx) => definition.compensate(ctx),
-    onFailed: (ctx) => definition.compensate(ctx),
+    onCancel: (ctx) => definition.compensate(deps, ctx),
+    onFailed: (ctx) => definition.compensate(deps, ctx),
   });
 }

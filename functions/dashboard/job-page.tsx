@@ -1,0 +1,130 @@
+import type { FC } from 'hono/jsx';
+import { TERMINAL_STATUSES, type Job, type JobEvent } from '../../queue/index.ts';
+import { eventJson, jobJson } from '../http/serialize.ts';
+import { age, Json, shortId, StatusBadge, time } from './components.tsx';
+import { Layout } from './layout.tsx';
+import { Csrf, TopBar, type Lease } from './pages.tsx';
+
+export interface JobPageData {
+  now: Date;
+  csrf: string;
+  lease: Lease;
+  job: Job;
+  events: JobEvent[];
+  scrub: (text: string) => string;
+  /** The action just done (`?done=`), to confirm it. */
+  done?: string;
+  error?: string;
+}
+
+/** What an action did, said from the job as it is now (a started job's cancel waits for its hook). */
+export function noticeFor(done: string | undefined, job: Job): string | undefined {
+  if (done === 'cancel') return job.status === 'cancelled' ? 'Cancelled.' : "Cancel requested: the job's cancel hook runs at its next step.";
+  if (done === 'retry') return 'Requeued: it runs again from its checkpoint.';
+  if (done === 'fail') return 'Failed by an operator.';
+  return undefined;
+}
+
+/** What an operator may do to the job in its status. */
+const JobActions: FC<{ job: Job; csrf: string }> = ({ job, csrf }) => {
+  const base = `/dashboard/jobs/${job.id}`;
+  return (
+    <div class="actions" id="job-actions">
+      {job.status === 'queued' || job.status === 'running' ? (
+        <>
+          <form class="inline" method="post" action={`${base}/cancel`}>
+            <Csrf token={csrf} />
+            <button type="submit" class="danger" disabled={job.cancelRequestedAt !== null}>
+              {job.cancelRequestedAt ? 'Cancel requested' : 'Cancel'}
+            </button>
+          </form>
+          <form class="inline" method="post" action={`${base}/fail`}>
+            <Csrf token={csrf} />
+            <input name="reason" placeholder="reason (required)" required maxlength={1000} />
+            <button type="submit" class="danger">Fail</button>
+          </form>
+        </>
+      ) : null}
+      {job.status === 'failed' || job.status === 'cancelled' || job.status === 'oom_killed' ? (
+        <form class="inline" method="post" action={`${base}/retry`}>
+          <Csrf token={csrf} />
+          <button type="submit" class="primary">Retry</button>
+        </form>
+      ) : null}
+      {job.type === 'build' ? <a href={`/dashboard/builds/${job.id}/log`} id="build-log">Build log</a> : null}
+    </div>
+  );
+};
+
+const JobFields: FC<{ job: Job; now: Date; scrub: (text: string) => string }> = ({ job, now, scrub }) => (
+  <section class="panel">
+    <h2>Job</h2>
+    <dl class="fields">
+      <dt>step</dt><dd>{job.step}</dd>
+      <dt>attempts</dt><dd>{job.attempts} of {job.maxAttempts}</dd>
+      <dt>priority</dt><dd>{job.priority}</dd>
+      <dt>run at</dt><dd>{time(job.runAt)}</dd>
+      <dt>owner</dt><dd class="mono">{job.lockedBy ?? '–'}</dd>
+      <dt>lease until</dt><dd>{time(job.lockedUntil)}</dd>
+      <dt>created</dt><dd>{time(job.createdAt)}</dd>
+      <dt>started</dt><dd>{time(job.startedAt)}</dd>
+      <dt>finished</dt><dd>{time(job.finishedAt)}</dd>
+      {job.status === 'running' && job.claimedAt ? <><dt>running for</dt><dd>{age(now.getTime() - job.claimedAt.getTime())}</dd></> : null}
+      <dt>pool / weight</dt><dd>{job.pool ?? 'any'} / {job.weight}</dd>
+      <dt>dedupe key</dt><dd class="mono">{job.dedupeKey ?? '–'}</dd>
+      <dt>submit key</dt><dd class="mono">{job.submitKey ?? '–'}</dd>
+      {job.cancelRequestedAt ? <><dt>cancel requested</dt><dd>{time(job.cancelRequestedAt)} ({job.cancelReason})</dd></> : null}
+      {job.supersededBy ? <><dt>superseded by</dt><dd><a href={`/dashboard/jobs/${job.supersededBy}`}>{job.supersededBy}</a></dd></> : null}
+    </dl>
+    <h2>Last error</h2>
+    {job.lastError ? <pre class="json" id="last-error">{scrub(job.lastError)}</pre> : <p class="muted">none</p>}
+  </section>
+);
+
+const Events: FC<{ events: JobEvent[]; scrub: (text: string) => string }> = ({ events, scrub }) => (
+  <section class="panel">
+    <h2>Events</h2>
+    <ol class="timeline" id="events">
+      {events.map((e) => {
+        const shownEvent = eventJson(e); // secrets redacted, lease token withheld
+        return (
+          <li data-kind={e.kind}>
+            <span class="mono">{time(e.at)}</span>
+            <span class="kind">{e.kind}</span>
+            {Object.keys(shownEvent.detail).length ? <span class="mono muted">{scrub(JSON.stringify(shownEvent.detail))}</span> : null}
+          </li>
+        );
+      })}
+    </ol>
+  </section>
+);
+
+export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub, done, error }) => {
+  const notice = noticeFor(done, job);
+  const shown = jobJson(job); // payload, checkpoint and result with secrets redacted
+  const terminal = TERMINAL_STATUSES.includes(job.status);
+  return (
+    <Layout title={`${job.type} …${shortId(job.id)}`} refreshSeconds={terminal ? undefined : 10} header={<TopBar csrf={csrf} lease={lease} now={now} />}>
+      {notice ? <div class="notice" role="status">{notice}</div> : null}
+      {error ? <div class="error" role="alert">{error}</div> : null}
+      <h1>
+        {job.type} <span class="mono">{job.id}</span> <StatusBadge status={job.status} />
+      </h1>
+      <JobActions job={job} csrf={csrf} />
+
+      <div class="grid2">
+        <JobFields job={job} now={now} scrub={scrub} />
+        <section class="panel">
+          <h2>Payload</h2>
+          <Json value={shown.payload} scrub={scrub} />
+          <h2>Checkpoint</h2>
+          <Json value={Object.keys(job.checkpoint).length ? shown.checkpoint : null} scrub={scrub} />
+          <h2>Result</h2>
+          <Json value={shown.result} scrub={scrub} />
+        </section>
+      </div>
+
+      <Events events={events} scrub={scrub} />
+    </Layout>
+  );
+};

@@ -1,0 +1,159 @@
+import type { FC } from 'hono/jsx';
+import { JOB_STATUSES, type Job, type JobStatus, type RunningJob } from '../../queue/index.ts';
+import { alertTitle } from '../lib/alert-kinds.ts';
+import { age, DepthChart, JobLink, StatusBadge, STATUS_COLOURS, Time } from './components.tsx';
+import { Layout } from './layout.tsx';
+import { Csrf, TopBar, type Lease } from './pages.tsx';
+import type { DepthPoint, OpenAlert } from './queries.ts';
+
+export interface OverviewData {
+  now: Date;
+  csrf: string;
+  counts: Record<JobStatus, number> & { due: number };
+  depth: DepthPoint[];
+  depthWindowMs: number;
+  running: RunningJob[];
+  stuckMs: number;
+  recent: Job[];
+  filter: { status?: JobStatus; type?: string };
+  types: string[];
+  lease: Lease;
+  alerts: OpenAlert[];
+  scrub: (text: string) => string;
+  notice?: string;
+}
+
+const Counters: FC<{ d: OverviewData }> = ({ d }) => (
+  <div class="cards" id="counters">
+    {JOB_STATUSES.map((s) => (
+      <a class="card" href={`/?status=${s}`} style={`--c:${STATUS_COLOURS[s]}`} data-counter={s}>
+        <div class="label">{s}</div>
+        <div class="n">{d.counts[s]}</div>
+      </a>
+    ))}
+    <div class="card" data-counter="due">
+      <div class="label">due now</div>
+      <div class="n">{d.counts.due}</div>
+    </div>
+  </div>
+);
+
+const Running: FC<{ d: OverviewData }> = ({ d }) => (
+  <section class="panel" id="running">
+    <h2>Running ({d.running.length})</h2>
+    {d.running.length === 0 ? (
+      <p class="muted">Nothing is running.</p>
+    ) : (
+      <table>
+        <thead><tr><th>job</th><th>type</th><th>step</th><th>owner</th><th>running for</th></tr></thead>
+        <tbody>
+          {d.running.map((r) => (
+            <tr class={r.runningForMs > d.stuckMs ? 'row-failed' : 'row-running'}>
+              <td class="mono"><JobLink id={r.id} /></td>
+              <td>{r.type}</td>
+              <td>{r.step}</td>
+              <td class="mono">{r.owner ?? '–'}</td>
+              <td>{age(r.runningForMs)}{r.runningForMs > d.stuckMs ? ' (stuck)' : ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    )}
+  </section>
+);
+
+const LeaderAndAlerts: FC<{ d: OverviewData }> = ({ d }) => (
+  <section class="panel" id="leader">
+    <h2>Leader lease</h2>
+    <dl class="fields">
+      <dt>holder</dt><dd class="mono">{d.lease.holder ?? 'none'}</dd>
+      <dt>generation</dt><dd>{d.lease.generation}</dd>
+      <dt>acquired</dt><dd><Time at={d.lease.acquiredAt} now={d.now} /></dd>
+      <dt>expires</dt><dd><Time at={d.lease.expiresAt} now={d.now} /></dd>
+    </dl>
+    <h2>Open alerts ({d.alerts.length})</h2>
+    {d.alerts.length === 0 ? (
+      <p class="muted">No open alerts.</p>
+    ) : (
+      <table id="alerts">
+        <thead><tr><th>kind</th><th>message</th><th>opened</th><th /></tr></thead>
+        <tbody>
+          {d.alerts.map((a) => (
+            <tr data-alert={a.kind}>
+              <td title={alertTitle(a.kind)}>{a.kind}{a.occurrences > 1 ? ` ×${a.occurrences}` : ''}</td>
+              <td>
+                {a.jobId ? <a href={`/dashboard/jobs/${a.jobId}`}>{d.scrub(a.message)}</a> : d.scrub(a.message)}
+                {a.notifiedAt ? null : <span class="muted"> (not yet sent)</span>}
+              </td>
+              <td><Time at={a.openedAt} now={d.now} /></td>
+              <td>
+                <form class="inline" method="post" action={`/dashboard/alerts/${a.id}/resolve`}>
+                  <Csrf token={d.csrf} />
+                  <button type="submit">Resolve</button>
+                </form>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    )}
+  </section>
+);
+
+const RecentJobs: FC<{ d: OverviewData }> = ({ d }) => (
+  <section class="panel" id="recent">
+    <h2>Recent jobs</h2>
+    <form method="get" action="/" class="actions">
+      <label>status{' '}
+        <select name="status">
+          <option value="">any</option>
+          {JOB_STATUSES.map((s) => <option value={s} selected={d.filter.status === s}>{s}</option>)}
+        </select>
+      </label>
+      <label>type{' '}
+        <select name="type">
+          <option value="">any</option>
+          {d.types.map((t) => <option value={t} selected={d.filter.type === t}>{t}</option>)}
+        </select>
+      </label>
+      <button type="submit">Filter</button>
+      {d.filter.status || d.filter.type ? <a href="/">clear</a> : null}
+    </form>
+    <table>
+      <thead><tr><th>job</th><th>type</th><th>status</th><th>step</th><th>attempts</th><th>created</th><th>finished</th></tr></thead>
+      <tbody>
+        {d.recent.length === 0 ? <tr><td colspan={7} class="muted">No jobs{d.filter.status || d.filter.type ? ' match the filter' : ''}.</td></tr> : null}
+        {d.recent.map((j) => (
+          <tr class={`row-${j.status}`} data-job={j.id}>
+            <td class="mono"><JobLink id={j.id} /></td>
+            <td>{j.type}</td>
+            <td><StatusBadge status={j.status} /></td>
+            <td>{j.step}</td>
+            <td>{j.attempts}/{j.maxAttempts}</td>
+            <td><Time at={j.createdAt} now={d.now} /></td>
+            <td><Time at={j.finishedAt} now={d.now} /></td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  </section>
+);
+
+export const OverviewPage: FC<OverviewData> = (d) => (
+  <Layout title="Overview" refreshSeconds={10} header={<TopBar csrf={d.csrf} lease={d.lease} now={d.now} />}>
+    {d.notice ? <div class="notice">{d.notice}</div> : null}
+    <Counters d={d} />
+
+    <section class="panel" id="depth">
+      <h2>Queue depth, last {Math.round(d.depthWindowMs / 3_600_000)} h</h2>
+      <DepthChart points={d.depth} windowMs={d.depthWindowMs} now={d.now} />
+    </section>
+
+    <div class="grid2">
+      <Running d={d} />
+      <LeaderAndAlerts d={d} />
+    </div>
+
+    <RecentJobs d={d} />
+  </Layout>
+);
