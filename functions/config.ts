@@ -1,20 +1,17 @@
 import { z } from 'zod';
+import type { MaintenanceConfig } from '../queue/index.ts';
 import type { SecretName } from './lib/worker-secrets.ts';
 
-/** Deployment settings from wrangler.toml [vars] (and secrets), parsed once per env object. */
-export interface WorkerConfig {
+/**
+ * Deployment settings from wrangler.toml [vars] (and secrets), parsed once per env object. The
+ * maintenance thresholds and retentions are the engine's MaintenanceConfig, named once there.
+ */
+export interface WorkerConfig extends Omit<MaintenanceConfig, 'leaderChurn'> {
   pool: string;
   tickBudgetMs: number;
   kickBudgetMs: number;
   stepConcurrency: number;
   leaderLeaseMs: number;
-  cronBackfillMs: number;
-  scheduleGraceMs: number;
-  stuckJobMs: number;
-  unclaimedJobMs: number;
-  finishedRetentionMs: number;
-  failedRetentionMs: number;
-  eventRetentionMs: number;
   logSteps: boolean;
   /** A dashboard session unused this long has ended (sliding; DASHBOARD_IDLE_MS, 30 min). */
   dashboardIdleMs: number;
