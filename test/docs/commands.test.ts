@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -16,12 +16,27 @@ const run = promisify(execFile);
  * in neither list fails, and so does a listed block the docs no longer have.
  */
 const RUN = [
-  'README.md: T=$(cat .data/dev-token); W=http://127.0.0.1:8787 curl -s $W/healthz',
-  `README.md: curl -s -X POST $W/v1/jobs -H "authorization: Bearer $T" -H 'content-type: application/json' -d '{"type":"uppercase","payload":{"text":"hi"}}'`,
-  'README.md: curl -s "$W/v1/jobs?type=uppercase&limit=1" -H "authorization: Bearer $T"',
-  `README.md: curl -s -X POST $W/v1/jobs -H "authorization: Bearer $T" -H 'content-type: application/json' -d '{"type":"uppercase","priority":5000}'`,
-  'README.md: curl -s $W/openapi.json | head -c 32; echo',
-  `docs/platform-jobs.md: curl -s -X POST $W/v1/jobs -H "authorization: Bearer $T" -H 'content-type: application/json' -d '{"type":"cleanup","payload":{"dryRun":true}}'`,
+  "README.md: T=$(cat .data/dev-token); W=http://127.0.0.1:8787 curl -s $W/healthz",
+  "README.md: curl -s -X POST $W/v1/jobs -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"type\":\"uppercase\",\"payload\":{\"text\":\"hi\"}",
+  "README.md: curl -s \"$W/v1/jobs?type=uppercase&limit=1\" -H \"authorization: Bearer $T\"",
+  "README.md: curl -s -X POST $W/v1/jobs -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"type\":\"uppercase\",\"priority\":5000}'",
+  "README.md: curl -s $W/openapi.json | head -c 32; echo",
+  "docs/http-api.md: T=$(cat .data/dev-token); W=http://127.0.0.1:8787 curl -s -X POST $W/v1/jobs -H \"authorization: Bearer $T\" -H 'content-type: application/jso",
+  "docs/http-api.md: curl -s -X POST $W/v1/jobs -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"type\":\"countdown\",\"payload\":{\"n\":30,\"dela",
+  "docs/http-api.md: J=$(curl -s -X POST $W/v1/jobs -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"type\":\"countdown\",\"payload\":{\"n\":30,\"",
+  "docs/http-api.md: curl -s \"$W/v1/jobs?type=countdown&limit=1\" -H \"authorization: Bearer $T\"",
+  "docs/http-api.md: curl -s -X POST $W/v1/jobs/$J/cancel -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"reason\":\"not needed\"}'",
+  "docs/http-api.md: curl -s $W/metrics -H \"authorization: Bearer $T\" | head -n 2",
+  "docs/platform-jobs.md: S=$(grep -o '\"sandboxUrl\": \"[^\"]*\"' .data/dev-stack.json | cut -d'\"' -f4) curl -s -X POST $S/_sandbox/depot/script -H 'content-type: applica",
+  "docs/platform-jobs.md: B=$(curl -s -X POST $W/v1/pushes -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"accountId\":\"acct-demo\",\"serviceId\":",
+  "docs/platform-jobs.md: curl -s $W/v1/builds/$B/logs -H \"authorization: Bearer $T\" | head -n 2",
+  "docs/platform-jobs.md: curl -s -X POST $W/v1/databases -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"accountId\":\"acct-demo\",\"serviceId\":\"",
+  "docs/platform-jobs.md: C=$(curl -s -X POST $W/v1/clusters -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"accountId\":\"acct-demo\",\"name\":\"pr",
+  "docs/platform-jobs.md: curl -s $W/v1/jobs/$C -H \"authorization: Bearer $T\" | grep -o 'talosctl bootstrap[^\"]*'",
+  "docs/platform-jobs.md: IP=$(curl -s $W/v1/jobs/$C -H \"authorization: Bearer $T\" | grep -o 'bootstrap --nodes [0-9.]*' | cut -d' ' -f3) curl -s -X POST $S/_sandbox/",
+  "docs/platform-jobs.md: curl -s \"$W/__scheduled?cron=0+0+1+*+*\"; echo; curl -s \"$W/__scheduled?cron=0+0+1+*+*\"; echo",
+  "docs/platform-jobs.md: curl -s \"$W/v1/jobs?type=invoice_account\" -H \"authorization: Bearer $T\" | grep -o '\"status\":\"[a-z]*\"' | sort | uniq -c curl -s \"$S/_sandbox/",
+  "docs/platform-jobs.md: curl -s -X POST $W/v1/jobs -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"type\":\"cleanup\",\"payload\":{\"dryRun\":true}",
 ];
 
 const NOT_RUN: Record<string, string> = {
@@ -31,18 +46,10 @@ const NOT_RUN: Record<string, string> = {
   'docs/deploying.md: npm install npm start # PORT=8787 by default; SANDBOX_PORT to pin the sandbox': 'as README.md\'s `npm start`',
   'docs/engine.md: npm run migrate # apply pending migrations (safe to run concurrently) npm run worker # run jobs until SIGTERM/SIGINT (graceful) npm run work':
     'a synopsis of the CLI (`<…>` stands for ids and values); test/scripts/cli.test.ts and worker-signals.test.ts run each command',
-  'docs/http-api.md: T=$(cat .data/dev-token); W=http://127.0.0.1:8787 curl -s -X POST $W/v1/jobs -H "authorization: Bearer $T" -H \'content-type: application/jso':
-    'a cheat sheet: `<id>` is an id from an earlier answer; the enqueue, list and error calls are run from README.md\'s tour, every route by test/worker/api.test.ts',
   'docs/operations.md: npm run ops -- stuck npm run ops -- release-lease 3f6c… # hand a stuck job back to the queue npm run ops -- requeue 3f6c… # run a poison job':
     'ids of jobs that exist only in the example; test/scripts/ops.test.ts runs each ops command',
   'docs/operations.md: npm run ops -- depth | lease | running | stuck | inspect npm run ops -- requeue <id> | fail <id> --reason "…" | cancel <id> | release-lease ':
     'a synopsis (`|` separates alternatives); test/scripts/ops.test.ts runs each ops command',
-  [`docs/platform-jobs.md: curl -s -X POST $W/v1/pushes -H "authorization: Bearer $T" -H 'content-type: application/json' -d '{"accountId":"acct-demo","serviceId":"svc`]:
-    '`<job id>` is the id the push answers; test/e2e/dev-stack.test.ts pushes and reads the log on the same stack',
-  [`docs/platform-jobs.md: curl -s -X POST $W/v1/databases -H "authorization: Bearer $T" -H 'content-type: application/json' -d '{"accountId":"acct-demo","serviceId":"`]:
-    '`<cluster job id>`, `<sandbox>` and `<ip>` come from earlier answers; test/jobs/provision-*.test.ts run the flow on the sandbox',
-  'docs/platform-jobs.md: curl -s "$W/__scheduled?cron=0+0+1+*+*"; curl -s "$W/__scheduled?cron=0+0+1+*+*" curl -s "$W/v1/jobs?type=invoice_account" -H "authorization':
-    '`<sandbox>` is the sandbox URL npm start prints; test/jobs/billing-sandbox.test.ts runs the month-end run twice on the sandbox',
 };
 
 /** A list's entry cut like DocBlock.key (140 characters after the file name). */
@@ -69,19 +76,26 @@ describe('run against the npm start stack, they print what the docs say', () => 
     cwd = mkdtempSync(join(tmpdir(), 'starbase-docs-'));
     mkdirSync(join(cwd, '.data'));
     writeFileSync(join(cwd, '.data', 'dev-token'), stack.token, { mode: 0o600 });
+    // the stack file npm start writes (the docs read the sandbox's URL from it)
+    copyFileSync(join(stack.dataDir, 'dev-stack.json'), join(cwd, '.data', 'dev-stack.json'));
   }, 150_000);
   afterAll(() => {
     if (cwd) rmSync(cwd, { recursive: true, force: true });
   });
 
   /**
-   * The block as a script, on the stack's URL: the variables the README's tour sets (T, W; the docs
-   * say theirs are set that way) and those earlier blocks of its own file set, then its lines.
+   * The block as a script on the stack's URL, run as a reader runs the docs: in one shell session.
+   * The variables earlier blocks set (T, W, a job's id J, …) are kept in a file of the run's folder
+   * and read back first, so a block that sets one runs once, as a reader's would (replaying an
+   * assignment would push a second build or enqueue a second job).
    */
   function script(block: DocBlock): string {
-    const earlier = blocks.slice(0, blocks.indexOf(block)).filter((b) => b.file === block.file || b.file === 'README.md');
-    const assignments = earlier.flatMap((b) => b.text.split('\n').filter((l) => /^[A-Z]+=/.test(l)));
-    return [...assignments, block.text].join('\n').replaceAll('http://127.0.0.1:8787', stack.baseUrl.replace(/\/$/, ''));
+    const names = [...new Set(blocks.flatMap((b) => [...b.text.matchAll(/(?:^|;\s*)([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]!)))];
+    return [
+      '[ -f .doc-vars ] && . ./.doc-vars',
+      block.text.replaceAll('http://127.0.0.1:8787', stack.baseUrl.replace(/\/$/, '')),
+      `declare -p ${names.join(' ')} > .doc-vars 2>/dev/null || true`,
+    ].join('\n');
   }
 
   for (const key of toRun) {
@@ -89,15 +103,17 @@ describe('run against the npm start stack, they print what the docs say', () => 
       const block = blocks.find((b) => b.key === key);
       expect(block, `no block ${key}`).toBeDefined();
       let stdout = '';
-      // a job the answer reports queued is done a moment later: what the doc shows may take a few tries
-      for (let attempt = 0; attempt < 20; attempt++) {
-        ({ stdout } = await run('bash', ['-eu', '-c', script(block!)], { cwd, encoding: 'utf8' }));
+      // a job the answer reports queued is done a moment later, a build within about a minute: what
+      // the doc shows may take a few tries (a retry runs the block's commands, never an earlier block's)
+      for (const until = Date.now() + 80_000; Date.now() < until; ) {
+        // a try whose last command fails (a grep that found nothing yet) is a try that did not match
+        ({ stdout } = await run('bash', ['-eu', '-c', script(block!)], { cwd, encoding: 'utf8' }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' })));
         if (!block!.output || matchesShown(block!.output, stdout)) break;
         await new Promise((r) => setTimeout(r, 500));
       }
       // a block the doc shows no output for must at least not be refused
       if (!block!.output) expect(stdout).not.toMatch(/"error":/);
       if (block!.output) expect(stdout.trim(), `${key}\nshown:\n${block!.output}`).toSatisfy((out: string) => matchesShown(block!.output!, out));
-    }, 30_000);
+    }, 90_000);
   }
 });
