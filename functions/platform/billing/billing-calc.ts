@@ -92,15 +92,17 @@ export interface UsageTotal {
   cents: number;
 }
 
-export type LineKind = 'plan' | 'database' | 'usage' | 'credit';
+export const LINE_KINDS = ['plan', 'database', 'usage', 'credit'] as const;
+export type LineKind = (typeof LINE_KINDS)[number];
 
-export interface InvoiceLine {
+/** A type, not an interface: JSON-compatible as it is (frozen in platform.invoices.lines, jsonb). */
+export type InvoiceLine = {
   /** Stable within (account, period): the idempotency key of the line's Stripe item derives from it. */
   key: string;
   kind: LineKind;
   description: string;
   amountCents: number;
-}
+};
 
 export interface InvoiceComputation {
   period: Period;
