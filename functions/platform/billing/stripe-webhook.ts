@@ -1,5 +1,7 @@
 import Stripe from 'stripe';
+import { z } from 'zod';
 import type { Sql, TransactionSql } from '../../../queue/db.ts';
+import { parseRow } from '../rows.ts';
 
 /**
  * POST /webhooks/stripe, minus the HTTP: verify the signature over the raw body, then apply the
@@ -35,6 +37,10 @@ export interface StripeWebhookOptions {
   /** The time the request was received (tests pin it); the clock when absent. */
   now?: Date;
 }
+
+const idRow = z.object({ id: z.string() });
+const statusRow = z.object({ status: z.string() });
+const countRow = z.object({ n: z.number().int() });
 
 const HANDLED = new Set(['invoice.payment_failed', 'invoice.paid']);
 const cryptoProvider = Stripe.createSubtleCryptoProvider();
@@ -77,9 +83,9 @@ export async function handleStripeWebhook(
   }
   const customerId = typeof invoice.customer === 'string' ? invoice.customer : (invoice.customer?.id ?? null);
   const at = new Date(event.created * 1000);
-  return sql.begin(async (tx) => {
+  return sql.begin(async (tx): Promise<StripeWebhookResult> => {
     const [account] = customerId ? await tx`select id from platform.accounts where stripe_customer_id = ${customerId} for update` : [];
-    const accountId = (account?.id as string | undefined) ?? null;
+    const accountId = account ? parseRow('platform.accounts', idRow, account).id : null;
     const fresh = await tx`
       insert into platform.stripe_events (id, type, account_id, created, received_at)
       values (${event.id}, ${event.type}, ${accountId}, ${at}, ${options.now ?? new Date()})
@@ -89,7 +95,7 @@ export async function handleStripeWebhook(
     const outcome =
       event.type === 'invoice.payment_failed' ? await paymentFailed(tx, accountId, invoice.id, at) : await invoicePaid(tx, accountId, invoice.id, at);
     return { status: 200, body: { ...received, outcome, accountId } };
-  }) as Promise<StripeWebhookResult>;
+  });
 }
 
 /** The signature's timestamp as the SDK reads it: the last `t=` item of the header. */
@@ -123,7 +129,7 @@ function checkEvent(event: unknown): { event: Stripe.Event } | { error: string; 
 
 async function paymentFailed(tx: TransactionSql, accountId: string, stripeInvoiceId: string, at: Date): Promise<StripeWebhookOutcome> {
   const [known] = await tx`select status from platform.invoices where stripe_invoice_id = ${stripeInvoiceId}`;
-  if (known && ['paid', 'void'].includes(known.status as string)) return 'stale';
+  if (known && ['paid', 'void'].includes(parseRow('platform.invoices', statusRow, known).status)) return 'stale';
   await tx`update platform.invoices set payment_failed_at = coalesce(payment_failed_at, ${at}) where stripe_invoice_id = ${stripeInvoiceId}`;
   // Only an active account changes: a suspended or cancelled one stays so, and a second failure keeps the first one's time.
   await tx`update platform.accounts set status = 'payment_failed', payment_failed_at = ${at} where id = ${accountId} and status = 'active'`;
@@ -134,10 +140,10 @@ async function invoicePaid(tx: TransactionSql, accountId: string, stripeInvoiceI
   await tx`
     update platform.invoices set status = 'paid', paid_at = coalesce(paid_at, ${at}), payment_failed_at = null
      where stripe_invoice_id = ${stripeInvoiceId}`;
-  const [outstanding] = await tx`
+  const [counted] = await tx`
     select count(*)::int as n from platform.invoices
      where account_id = ${accountId} and payment_failed_at is not null and status not in ('paid', 'void')`;
-  if (outstanding!.n > 0) return 'applied';
+  if (parseRow('platform.invoices', countRow, counted).n > 0) return 'applied';
   const cleared = await tx`
     update platform.accounts set status = 'active', payment_failed_at = null, suspended_at = null
      where id = ${accountId}
