@@ -181,7 +181,8 @@ async function pool(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
   if (!created.uri) throw new Error(`DigitalOcean answered pool ${poolName} without a connection string`);
   const sealed = await encryptSecret(created.uri.reveal(), deps.keyRing, { context: databaseSecretContext(p.serviceId, p.name) });
   const now = ctx.now();
-  const entry: DesiredDatabase = {
+  // Spread into a plain object (not typed as the interface), so tx.json takes it as JSON.
+  const entry = {
     ...sealed,
     poolName,
     poolMode: 'transaction',
@@ -191,12 +192,12 @@ async function pool(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
     size: p.size,
     jobId: job.id,
     updatedAt: now.toISOString(),
-  };
+  } satisfies DesiredDatabase;
   return done({ serviceId: p.serviceId, name: p.name, databaseId, poolName, status: 'online' }, async (tx) => {
     await tx`
       update platform.services
          set desired_state = jsonb_set(desired_state, '{databases}',
-               coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry as never)}::jsonb)),
+               coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry)}::jsonb)),
              updated_at = ${now}
        where id = ${p.serviceId} and account_id = ${p.accountId}`;
     await tx`update platform.databases set status = 'online', pool_name = ${poolName}, online_at = ${now}, updated_at = ${now} where job_id = ${job.id}`;
