@@ -22,6 +22,7 @@ import { jobTypeOf } from '../../../queue/jobs-query.ts';
 import { resumeJob } from '../../../queue/manual.ts';
 import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
+import { parseRow } from '../rows.ts';
 import type { CloudProvider, Droplet } from './ports/cloud-provider.ts';
 import type { KubernetesProbe } from './ports/kubernetes-probe.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
@@ -109,11 +110,14 @@ const waitingCheckpoint = z.looseObject({ waitingSince: z.string().optional() })
 /** From the park on: the nodes, the endpoint the probe asks, and the probes of this round. */
 const parkedCheckpoint = z.looseObject({ nodes: z.array(clusterNode), endpoint: z.string().min(1), probes: z.number().int().min(0).optional() });
 
+/** A live platform.clusters row of the same account and name (its id is its job's). */
+const idRow = z.object({ id: z.string() });
+
 /** Enqueue from a validated `POST /v1/clusters` body: 409 when the account has a live cluster of that name. */
 export async function enqueueProvisionCluster(sql: Queryable, request: ProvisionClusterRequest, options: { submitKey?: string; now?: Date } = {}): Promise<EnqueueResult> {
   await assertOwnership(sql, request.accountId); // an OwnershipError (404) for an unknown account
   const [live] = await sql`select id from platform.clusters where account_id = ${request.accountId} and name = ${request.name} and status <> 'destroyed'`;
-  if (live) throw new ConflictError(`account ${request.accountId} already has a cluster ${request.name} (${live.id})`, 'name');
+  if (live) throw new ConflictError(`account ${request.accountId} already has a cluster ${request.name} (${parseRow('platform.clusters', idRow, live).id})`, 'name');
   const pending = await findActiveJob(sql, PROVISION_CLUSTER, { accountId: request.accountId, name: request.name });
   if (pending) throw new ConflictError(`a cluster ${request.name} is already being provisioned for account ${request.accountId} (${pending})`, 'name');
   return enqueue(
@@ -162,7 +166,7 @@ async function create(deps: Settled, ctx: StepContext<ProvisionClusterRequest>) 
   await assertAccountOwns(ctx.sql, p.accountId);
   const [other] = await ctx.sql`
     select id from platform.clusters where account_id = ${p.accountId} and name = ${p.name} and status <> 'destroyed' and id <> ${job.id}`;
-  if (other) throw new PermanentError(`account ${p.accountId} already has a cluster ${p.name} (${other.id})`);
+  if (other) throw new PermanentError(`account ${p.accountId} already has a cluster ${p.name} (${parseRow('platform.clusters', idRow, other).id})`);
 
   const tag = clusterTag(job.id);
   const configs = await deps.machineConfigs(ctx.sql);
