@@ -122,7 +122,8 @@ const RATE_RE = /^(\d{1,8})(?:\.(\d{1,6}))?$/;
 export function rateMicros(centsPerHour: string): bigint {
   const m = RATE_RE.exec(centsPerHour.trim());
   if (!m) throw new RangeError(`cents per hour must be a non-negative decimal with at most 6 decimal places, got ${JSON.stringify(centsPerHour)}`);
-  return BigInt(m[1]!) * MICROS + BigInt((m[2] ?? '').padEnd(6, '0'));
+  const [, whole = '0', fraction = ''] = m;
+  return BigInt(whole) * MICROS + BigInt(fraction.padEnd(6, '0'));
 }
 
 /** numerator / denominator rounded half up (both non-negative). */

@@ -42,7 +42,7 @@ function machineType(yaml: string): string | null {
     childIndent ??= indent;
     if (indent !== childIndent) continue;
     const match = /^\s+type:\s*["']?([a-z]+)["']?\s*(#.*)?$/.exec(line);
-    if (match) return match[1]!;
+    if (match?.[1]) return match[1];
   }
   return null;
 }
