@@ -185,7 +185,7 @@ async function pool(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
   if (!created.uri) throw new Error(`DigitalOcean answered pool ${poolName} without a connection string`);
   const sealed = await encryptSecret(created.uri.reveal(), deps.keyRing, { context: databaseSecretContext(p.serviceId, p.name) });
   const now = ctx.now();
-  // Spread into a plain object (not typed as the interface), so tx.json takes it as JSON.
+  // Spread into a plain object (not typed as the interface), so tx.json takes it.
   const entry = {
     ...sealed,
     poolName,
