@@ -77,11 +77,12 @@ export async function handleStripeWebhook(
   const received = { received: true as const, eventId: event.id, type: event.type };
   if (!HANDLED.has(event.type)) return { status: 200, body: { ...received, outcome: 'ignored' } };
 
-  const invoice = event.data.object as Stripe.Invoice;
-  if (typeof invoice.id !== 'string' || invoice.id === '') {
+  const invoice = event.object;
+  const invoiceId = invoice.id;
+  if (typeof invoiceId !== 'string' || invoiceId === '') {
     return { status: 400, body: { error: `the ${event.type} event has no data.object.id (the invoice)`, code: 'invalid_event', field: 'data.object.id' } };
   }
-  const customerId = typeof invoice.customer === 'string' ? invoice.customer : (invoice.customer?.id ?? null);
+  const customerId = customerIdOf(invoice.customer);
   const at = new Date(event.created * 1000);
   return sql.begin(async (tx): Promise<StripeWebhookResult> => {
     const [account] = customerId ? await tx`select id from platform.accounts where stripe_customer_id = ${customerId} for update` : [];
@@ -93,7 +94,7 @@ export async function handleStripeWebhook(
     if (fresh.length === 0) return { status: 200, body: { ...received, outcome: 'duplicate' } };
     if (!accountId) return { status: 200, body: { ...received, outcome: 'ignored' } };
     const outcome =
-      event.type === 'invoice.payment_failed' ? await paymentFailed(tx, accountId, invoice.id, at) : await invoicePaid(tx, accountId, invoice.id, at);
+      event.type === 'invoice.payment_failed' ? await paymentFailed(tx, accountId, invoiceId, at) : await invoicePaid(tx, accountId, invoiceId, at);
     return { status: 200, body: { ...received, outcome, accountId } };
   });
 }
@@ -112,19 +113,36 @@ function signatureTimestamp(header: string): number {
  * The signed body as an event with what this handler reads: a signature proves who sent it, not
  * that it has the fields (a shape Stripe never sends, or one from a secret leaked to a tester).
  */
-function checkEvent(event: unknown): { event: Stripe.Event } | { error: string; field?: string } {
-  if (typeof event !== 'object' || event === null || Array.isArray(event)) return { error: 'the event is not a JSON object' };
-  const e = event as Record<string, unknown>;
+function checkEvent(e: unknown): { event: CheckedEvent } | { error: string; field?: string } {
+  if (!isRecord(e)) return { error: 'the event is not a JSON object' };
   if (typeof e.id !== 'string' || e.id === '' || e.id.length > 255) return { error: 'the event has no id (a string)', field: 'id' };
   if (typeof e.type !== 'string' || e.type === '') return { error: 'the event has no type (a string)', field: 'type' };
   if (typeof e.created !== 'number' || !Number.isSafeInteger(e.created) || e.created <= 0) {
     return { error: 'the event has no created (seconds since the epoch)', field: 'created' };
   }
-  const data = e.data as Record<string, unknown> | null | undefined;
-  if (typeof data !== 'object' || data === null || typeof data.object !== 'object' || data.object === null || Array.isArray(data.object)) {
-    return { error: 'the event has no data.object', field: data && typeof data === 'object' ? 'data.object' : 'data' };
+  const data = e.data;
+  if (!isRecord(data) || !isRecord(data.object)) {
+    return { error: 'the event has no data.object', field: typeof data === 'object' && data !== null ? 'data.object' : 'data' };
   }
-  return { event: event as Stripe.Event };
+  return { event: { id: e.id, type: e.type, created: e.created, object: data.object } };
+}
+
+/** What this handler reads of a signed event (the object is the invoice for the events it handles). */
+interface CheckedEvent {
+  id: string;
+  type: string;
+  created: number;
+  object: Record<string, unknown>;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** An invoice's customer: its id, or the expanded customer object's. */
+function customerIdOf(customer: unknown): string | null {
+  if (typeof customer === 'string') return customer;
+  return isRecord(customer) && typeof customer.id === 'string' ? customer.id : null;
 }
 
 async function paymentFailed(tx: TransactionSql, accountId: string, stripeInvoiceId: string, at: Date): Promise<StripeWebhookOutcome> {
