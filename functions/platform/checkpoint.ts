@@ -11,7 +11,7 @@ import type { JsonObject } from '../../queue/job.ts';
 export function parseCheckpoint<T>(type: string, schema: z.ZodType<T>, checkpoint: JsonObject): T {
   const parsed = schema.safeParse(checkpoint);
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  const field = issue.path.map(String).join('.') || '(the whole checkpoint)';
-  throw new PermanentError(`${type} checkpoint field ${field} is malformed: ${issue.message}`);
+  const [issue] = parsed.error.issues;
+  const field = issue?.path.map(String).join('.') || '(the whole checkpoint)';
+  throw new PermanentError(`${type} checkpoint field ${field} is malformed: ${issue?.message ?? 'it does not parse'}`);
 }

@@ -92,15 +92,17 @@ export interface UsageTotal {
   cents: number;
 }
 
-export type LineKind = 'plan' | 'database' | 'usage' | 'credit';
+export const LINE_KINDS = ['plan', 'database', 'usage', 'credit'] as const;
+export type LineKind = (typeof LINE_KINDS)[number];
 
-export interface InvoiceLine {
+/** A type, not an interface: JSON-compatible as it is (frozen in platform.invoices.lines, jsonb). */
+export type InvoiceLine = {
   /** Stable within (account, period): the idempotency key of the line's Stripe item derives from it. */
   key: string;
   kind: LineKind;
   description: string;
   amountCents: number;
-}
+};
 
 export interface InvoiceComputation {
   period: Period;
@@ -120,7 +122,8 @@ const RATE_RE = /^(\d{1,8})(?:\.(\d{1,6}))?$/;
 export function rateMicros(centsPerHour: string): bigint {
   const m = RATE_RE.exec(centsPerHour.trim());
   if (!m) throw new RangeError(`cents per hour must be a non-negative decimal with at most 6 decimal places, got ${JSON.stringify(centsPerHour)}`);
-  return BigInt(m[1]!) * MICROS + BigInt((m[2] ?? '').padEnd(6, '0'));
+  const [, whole = '0', fraction = ''] = m;
+  return BigInt(whole) * MICROS + BigInt(fraction.padEnd(6, '0'));
 }
 
 /** numerator / denominator rounded half up (both non-negative). */

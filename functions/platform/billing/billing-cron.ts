@@ -3,7 +3,8 @@ import type { Queryable } from '../../../queue/db.ts';
 import { enqueueBatch } from '../../../queue/enqueue.ts';
 import { PermanentError } from '../../../queue/errors.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
-import type { Json, JobStatus, JsonObject } from '../../../queue/job.ts';
+import { intColumn, parseRow, parseRows } from '../rows.ts';
+import type { JobStatus } from '../../../queue/job.ts';
 import { jobsBySubmitKeys, jobStatusCountsBySubmitKeys } from '../../../queue/jobs-query.ts';
 import { defineJobType, done, next, type JobType } from '../../../queue/registry.ts';
 import { isPeriod, periodBounds } from './billing-calc.ts';
@@ -35,7 +36,9 @@ export interface BillingCronDeps {
   invoicePriority?: number;
 }
 
-/** The accounts billed for the period, with their invoice jobs' submit keys. */
+const billableRow = z.object({ id: z.string(), submit_key: z.string() });
+
+/** The accounts billed for the period, with their invoice jobs' submit keys (a fragment: runSummary nests it). */
 function billableAccounts(sql: Queryable, period: string) {
   const { start, end } = periodBounds(period);
   return sql`
@@ -46,7 +49,8 @@ function billableAccounts(sql: Queryable, period: string) {
 
 const MAX_LISTED_FAILURES = 100;
 
-export interface BillingRunSummary {
+/** A type, not an interface: JSON-compatible as it is (the job's result, and billing_runs.failures). */
+export type BillingRunSummary = {
   period: string;
   accounts: number;
   invoiced: number;
@@ -54,7 +58,7 @@ export interface BillingRunSummary {
   failed: number;
   totalCents: number;
   failures: { accountId: string; jobId: string; error: string | null }[];
-}
+};
 
 /** The statuses an invoice job that did not invoice ends in. */
 const FAILED_STATUSES: readonly JobStatus[] = ['failed', 'cancelled', 'oom_killed'];
@@ -62,7 +66,7 @@ const FAILED_STATUSES: readonly JobStatus[] = ['failed', 'cancelled', 'oom_kille
 /** The submit keys of the period's invoice jobs, in account id order. */
 async function invoiceSubmitKeys(sql: Queryable, period: string): Promise<{ accountId: string; submitKey: string }[]> {
   const rows = await sql`select b.id, b.submit_key from (${billableAccounts(sql, period)}) b order by b.id`;
-  return rows.map((r) => ({ accountId: String(r.id), submitKey: String(r.submit_key) }));
+  return parseRows('platform.accounts', billableRow, rows).map((r) => ({ accountId: r.id, submitKey: r.submit_key }));
 }
 
 async function settledCounts(sql: Queryable, period: string): Promise<{ pending: number; settled: number }> {
@@ -73,8 +77,10 @@ async function settledCounts(sql: Queryable, period: string): Promise<{ pending:
   return { pending, settled };
 }
 
+const invoiceCountsRow = z.object({ accounts: intColumn, invoiced: intColumn, no_charge: intColumn, total_cents: intColumn });
+
 async function runSummary(sql: Queryable, period: string): Promise<BillingRunSummary> {
-  const [invoices] = await sql`
+  const [found] = await sql`
     with billable as (${billableAccounts(sql, period)})
     select count(*)::int as accounts,
            count(*) filter (where i.status in ('open', 'paid', 'uncollectible', 'void'))::int as invoiced,
@@ -82,6 +88,7 @@ async function runSummary(sql: Queryable, period: string): Promise<BillingRunSum
            coalesce(sum(i.total_cents) filter (where i.status in ('open', 'paid', 'uncollectible')), 0)::bigint as total_cents
       from billable b
       left join platform.invoices i on i.account_id = b.id and i.period = ${period}`;
+  const invoices = parseRow('platform.invoices', invoiceCountsRow, found);
   const keys = await invoiceSubmitKeys(sql, period);
   const submitKeys = keys.map((k) => k.submitKey);
   const counts = await jobStatusCountsBySubmitKeys(sql, submitKeys);
@@ -93,11 +100,11 @@ async function runSummary(sql: Queryable, period: string): Promise<BillingRunSum
   });
   return {
     period,
-    accounts: Number(invoices!.accounts),
-    invoiced: Number(invoices!.invoiced),
-    noCharge: Number(invoices!.no_charge),
+    accounts: invoices.accounts,
+    invoiced: invoices.invoiced,
+    noCharge: invoices.no_charge,
     failed: FAILED_STATUSES.reduce((n, s) => n + counts[s], 0),
-    totalCents: Number(invoices!.total_cents),
+    totalCents: invoices.total_cents,
     failures,
   };
 }
@@ -119,13 +126,13 @@ export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronP
       const { period } = payload;
       if (ctx.step === 'start') {
         if (ctx.now() < periodBounds(period).end) throw new PermanentError(`period ${period} has not ended yet`);
-        const accounts = await billableAccounts(sql, period);
+        const accounts = parseRows('platform.accounts', billableRow, await billableAccounts(sql, period));
         const results = await enqueueBatch(
           sql,
           accounts.map((a) => ({
             type: INVOICE_ACCOUNT,
-            payload: { accountId: a.id as string, period },
-            submitKey: invoiceSubmitKey(a.id as string, period),
+            payload: { accountId: a.id, period },
+            submitKey: invoiceSubmitKey(a.id, period),
             priority: deps.invoicePriority ?? 50,
           })),
           { now: ctx.now() },
@@ -143,10 +150,10 @@ export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronP
         const summary = await runSummary(sql, period);
         const startedAt = cp.startedAt !== undefined ? new Date(cp.startedAt) : ctx.now();
         const finishedAt = ctx.now();
-        return done({ ...summary, created: cp.created ?? 0 } as unknown as JsonObject, (tx) => tx`
+        return done({ ...summary, created: cp.created ?? 0 }, (tx) => tx`
           insert into platform.billing_runs (period, job_id, accounts, invoiced, no_charge, failed, total_cents, failures, started_at, finished_at)
           values (${period}, ${ctx.job.id}, ${summary.accounts}, ${summary.invoiced}, ${summary.noCharge}, ${summary.failed}, ${summary.totalCents},
-                  ${tx.json(summary.failures as unknown as Json)}, ${startedAt}, ${finishedAt})
+                  ${tx.json(summary.failures)}, ${startedAt}, ${finishedAt})
           on conflict (period) do update set
             job_id = excluded.job_id, accounts = excluded.accounts, invoiced = excluded.invoiced, no_charge = excluded.no_charge,
             failed = excluded.failed, total_cents = excluded.total_cents, failures = excluded.failures,

@@ -6,6 +6,7 @@ import { defineJobType, done, type JobType, type StepContext, type StepResult } 
 import {
   computeInvoice,
   isPeriod,
+  LINE_KINDS,
   periodBounds,
   planForPeriod,
   type InvoiceComputation,
@@ -14,6 +15,7 @@ import {
   type SizeSnapshot,
   type UsageTotal,
 } from './billing-calc.ts';
+import { parseRow, parseRows, intColumn } from '../rows.ts';
 import { billingKeys, BillingRejectedError, type Billing, type ProviderInvoice } from './ports/billing.ts';
 
 /**
@@ -45,50 +47,61 @@ export function invoiceSubmitKey(accountId: string, period: string): string {
   return `invoice:${accountId}:${period}`;
 }
 
-interface InvoiceRow {
-  id: number;
-  accountId: string;
-  period: string;
-  plan: string;
-  stripeCustomerId: string | null;
-  stripeInvoiceId: string | null;
-  lines: InvoiceLine[];
-  totalCents: number;
-  currency: string;
-  status: string;
-}
+const invoiceLine = z.object({ key: z.string(), kind: z.enum(LINE_KINDS), description: z.string(), amountCents: z.number().int() });
+
+/** A platform.invoices row; its lines are the frozen InvoiceLine[] written below. */
+const invoiceRow = z
+  .object({
+    id: intColumn,
+    account_id: z.string(),
+    period: z.string(),
+    plan: z.string(),
+    stripe_customer_id: z.string().nullable(),
+    stripe_invoice_id: z.string().nullable(),
+    lines: z.array(invoiceLine),
+    total_cents: intColumn,
+    currency: z.string(),
+    status: z.string(),
+  })
+  .transform((r) => ({
+    id: r.id,
+    accountId: r.account_id,
+    period: r.period,
+    plan: r.plan,
+    stripeCustomerId: r.stripe_customer_id,
+    stripeInvoiceId: r.stripe_invoice_id,
+    lines: r.lines satisfies InvoiceLine[],
+    totalCents: r.total_cents,
+    currency: r.currency,
+    status: r.status,
+  }));
+type InvoiceRow = z.output<typeof invoiceRow>;
 
 async function readInvoice(sql: Queryable, accountId: string, period: string): Promise<InvoiceRow | null> {
   const [row] = await sql`
     select id, account_id, period, plan, stripe_customer_id, stripe_invoice_id, lines, total_cents, currency, status
       from platform.invoices where account_id = ${accountId} and period = ${period}`;
-  if (!row) return null;
-  return {
-    id: Number(row.id),
-    accountId: row.account_id as string,
-    period: row.period as string,
-    plan: row.plan as string,
-    stripeCustomerId: row.stripe_customer_id as string | null,
-    stripeInvoiceId: row.stripe_invoice_id as string | null,
-    lines: row.lines as InvoiceLine[],
-    totalCents: Number(row.total_cents),
-    currency: row.currency as string,
-    status: row.status as string,
-  };
+  return row ? parseRow('platform.invoices', invoiceRow, row) : null;
 }
+
+const planScheduleRow = z.object({ from_period: z.string(), plan: z.string() });
+const planRow = z.object({ id: z.string(), name: z.string(), monthly_price_cents: intColumn, included_credit_cents: intColumn, currency: z.string() });
+const snapshotRow = z.object({ database_id: z.string(), cents_per_hour: z.string(), effective_from: z.date() });
+const usageRow = z.object({ metric: z.string(), quantity: z.string(), cents: intColumn });
 
 /** Everything billing-calc needs for (account, period), read from the ledger and usage tables. */
 export async function loadInvoiceComputation(sql: Queryable, accountId: string, period: string): Promise<InvoiceComputation & { currency: string }> {
   const { start, end } = periodBounds(period);
   const schedule = await sql`select from_period, plan from platform.account_plans where account_id = ${accountId}`;
-  const planId = planForPeriod(schedule.map((r) => ({ fromPeriod: r.from_period as string, planId: r.plan as string })), period);
+  const planId = planForPeriod(parseRows('platform.account_plans', planScheduleRow, schedule).map((r) => ({ fromPeriod: r.from_period, planId: r.plan })), period);
   if (!planId) throw new PermanentError(`account ${accountId} has no plan in force for ${period} (platform.account_plans)`);
-  const [planRow] = await sql`select id, name, monthly_price_cents, included_credit_cents, currency from platform.plans where id = ${planId}`;
+  const [found] = await sql`select id, name, monthly_price_cents, included_credit_cents, currency from platform.plans where id = ${planId}`;
+  const planned = parseRow('platform.plans', planRow, found);
   const plan: Plan = {
-    id: planRow!.id as string,
-    name: planRow!.name as string,
-    monthlyPriceCents: Number(planRow!.monthly_price_cents),
-    includedCreditCents: Number(planRow!.included_credit_cents),
+    id: planned.id,
+    name: planned.name,
+    monthlyPriceCents: planned.monthly_price_cents,
+    includedCreditCents: planned.included_credit_cents,
   };
   // The snapshots inside the period, plus each database's last one before it (its opening rate).
   const snapshots = await sql`
@@ -102,15 +115,19 @@ export async function loadInvoiceComputation(sql: Queryable, accountId: string, 
   const computation = computeInvoice({
     period,
     plan,
-    snapshots: snapshots.map((r): SizeSnapshot => ({ databaseId: r.database_id as string, centsPerHour: r.cents_per_hour as string, effectiveFrom: r.effective_from as Date })),
-    usage: usage.map((r): UsageTotal => ({ metric: r.metric as string, quantity: r.quantity as string, cents: Number(r.cents) })),
+    snapshots: parseRows('platform.database_size_snapshots', snapshotRow, snapshots).map(
+      (r): SizeSnapshot => ({ databaseId: r.database_id, centsPerHour: r.cents_per_hour, effectiveFrom: r.effective_from }),
+    ),
+    usage: parseRows('platform.usage_totals', usageRow, usage).map((r): UsageTotal => ({ metric: r.metric, quantity: r.quantity, cents: r.cents })),
   });
-  return { ...computation, currency: planRow!.currency as string };
+  return { ...computation, currency: planned.currency };
 }
 
 function summary(row: InvoiceRow, extra: Record<string, Json> = {}): Json {
   return { invoiceId: row.id, stripeInvoiceId: row.stripeInvoiceId, status: row.status, totalCents: row.totalCents, lines: row.lines.length, ...extra };
 }
+
+const accountRow = z.object({ id: z.string(), stripe_customer_id: z.string().nullable() });
 
 /** The account's invoice row for the period: the one already frozen, or computed and frozen now. */
 async function frozenInvoice(ctx: StepContext<InvoiceAccountPayload>): Promise<{ row: InvoiceRow; existed: boolean }> {
@@ -119,20 +136,22 @@ async function frozenInvoice(ctx: StepContext<InvoiceAccountPayload>): Promise<{
   const existing = await readInvoice(sql, accountId, period);
   if (existing) return { row: existing, existed: true };
   if (ctx.now() < periodBounds(period).end) throw new PermanentError(`period ${period} has not ended yet: its usage is not final`);
-  const [account] = await sql`select id, stripe_customer_id from platform.accounts where id = ${accountId}`;
-  if (!account) throw new PermanentError(`account ${accountId} does not exist`);
-  const customerId = account.stripe_customer_id as string | null;
+  const [found] = await sql`select id, stripe_customer_id from platform.accounts where id = ${accountId}`;
+  if (!found) throw new PermanentError(`account ${accountId} does not exist`);
+  const customerId = parseRow('platform.accounts', accountRow, found).stripe_customer_id;
   if (!customerId) {
     throw new PermanentError(`account ${accountId} has no Stripe customer (platform.accounts.stripe_customer_id is empty): nothing was sent to Stripe; set the customer id, then retry this job`);
   }
   const computation = await loadInvoiceComputation(sql, accountId, period);
   await sql`
     insert into platform.invoices (account_id, period, plan, stripe_customer_id, lines, total_cents, currency, status, job_id, created_at)
-    values (${accountId}, ${period}, ${computation.planId}, ${customerId}, ${sql.json(computation.lines as unknown as Json)}, ${computation.totalCents},
+    values (${accountId}, ${period}, ${computation.planId}, ${customerId}, ${sql.json(computation.lines)}, ${computation.totalCents},
             ${computation.currency}, ${computation.lines.length === 0 ? 'no_charge' : 'draft'}, ${ctx.job.id}, ${ctx.now()})
     on conflict (account_id, period) do nothing`;
   // Whichever computation reached the table first is the one billed.
-  return { row: (await readInvoice(sql, accountId, period))!, existed: false };
+  const frozen = await readInvoice(sql, accountId, period);
+  if (!frozen) throw new Error(`platform.invoices has no row for ${accountId} ${period} after inserting it`);
+  return { row: frozen, existed: false };
 }
 
 /** Create the Stripe invoice (or find the one a previous attempt created), add the lines it lacks, finalize. */

@@ -1,5 +1,7 @@
 import Stripe from 'stripe';
+import { z } from 'zod';
 import type { Sql, TransactionSql } from '../../../queue/db.ts';
+import { parseRow } from '../rows.ts';
 
 /**
  * POST /webhooks/stripe, minus the HTTP: verify the signature over the raw body, then apply the
@@ -36,6 +38,10 @@ export interface StripeWebhookOptions {
   now?: Date;
 }
 
+const idRow = z.object({ id: z.string() });
+const statusRow = z.object({ status: z.string() });
+const countRow = z.object({ n: z.number().int() });
+
 const HANDLED = new Set(['invoice.payment_failed', 'invoice.paid']);
 const cryptoProvider = Stripe.createSubtleCryptoProvider();
 
@@ -71,15 +77,16 @@ export async function handleStripeWebhook(
   const received = { received: true as const, eventId: event.id, type: event.type };
   if (!HANDLED.has(event.type)) return { status: 200, body: { ...received, outcome: 'ignored' } };
 
-  const invoice = event.data.object as Stripe.Invoice;
-  if (typeof invoice.id !== 'string' || invoice.id === '') {
+  const invoice = event.object;
+  const invoiceId = invoice.id;
+  if (typeof invoiceId !== 'string' || invoiceId === '') {
     return { status: 400, body: { error: `the ${event.type} event has no data.object.id (the invoice)`, code: 'invalid_event', field: 'data.object.id' } };
   }
-  const customerId = typeof invoice.customer === 'string' ? invoice.customer : (invoice.customer?.id ?? null);
+  const customerId = customerIdOf(invoice.customer);
   const at = new Date(event.created * 1000);
-  return sql.begin(async (tx) => {
+  return sql.begin(async (tx): Promise<StripeWebhookResult> => {
     const [account] = customerId ? await tx`select id from platform.accounts where stripe_customer_id = ${customerId} for update` : [];
-    const accountId = (account?.id as string | undefined) ?? null;
+    const accountId = account ? parseRow('platform.accounts', idRow, account).id : null;
     const fresh = await tx`
       insert into platform.stripe_events (id, type, account_id, created, received_at)
       values (${event.id}, ${event.type}, ${accountId}, ${at}, ${options.now ?? new Date()})
@@ -87,9 +94,9 @@ export async function handleStripeWebhook(
     if (fresh.length === 0) return { status: 200, body: { ...received, outcome: 'duplicate' } };
     if (!accountId) return { status: 200, body: { ...received, outcome: 'ignored' } };
     const outcome =
-      event.type === 'invoice.payment_failed' ? await paymentFailed(tx, accountId, invoice.id, at) : await invoicePaid(tx, accountId, invoice.id, at);
+      event.type === 'invoice.payment_failed' ? await paymentFailed(tx, accountId, invoiceId, at) : await invoicePaid(tx, accountId, invoiceId, at);
     return { status: 200, body: { ...received, outcome, accountId } };
-  }) as Promise<StripeWebhookResult>;
+  });
 }
 
 /** The signature's timestamp as the SDK reads it: the last `t=` item of the header. */
@@ -106,24 +113,41 @@ function signatureTimestamp(header: string): number {
  * The signed body as an event with what this handler reads: a signature proves who sent it, not
  * that it has the fields (a shape Stripe never sends, or one from a secret leaked to a tester).
  */
-function checkEvent(event: unknown): { event: Stripe.Event } | { error: string; field?: string } {
-  if (typeof event !== 'object' || event === null || Array.isArray(event)) return { error: 'the event is not a JSON object' };
-  const e = event as Record<string, unknown>;
+function checkEvent(e: unknown): { event: CheckedEvent } | { error: string; field?: string } {
+  if (!isRecord(e)) return { error: 'the event is not a JSON object' };
   if (typeof e.id !== 'string' || e.id === '' || e.id.length > 255) return { error: 'the event has no id (a string)', field: 'id' };
   if (typeof e.type !== 'string' || e.type === '') return { error: 'the event has no type (a string)', field: 'type' };
   if (typeof e.created !== 'number' || !Number.isSafeInteger(e.created) || e.created <= 0) {
     return { error: 'the event has no created (seconds since the epoch)', field: 'created' };
   }
-  const data = e.data as Record<string, unknown> | null | undefined;
-  if (typeof data !== 'object' || data === null || typeof data.object !== 'object' || data.object === null || Array.isArray(data.object)) {
-    return { error: 'the event has no data.object', field: data && typeof data === 'object' ? 'data.object' : 'data' };
+  const data = e.data;
+  if (!isRecord(data) || !isRecord(data.object)) {
+    return { error: 'the event has no data.object', field: typeof data === 'object' && data !== null ? 'data.object' : 'data' };
   }
-  return { event: event as Stripe.Event };
+  return { event: { id: e.id, type: e.type, created: e.created, object: data.object } };
+}
+
+/** What this handler reads of a signed event (the object is the invoice for the events it handles). */
+interface CheckedEvent {
+  id: string;
+  type: string;
+  created: number;
+  object: Record<string, unknown>;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** An invoice's customer: its id, or the expanded customer object's. */
+function customerIdOf(customer: unknown): string | null {
+  if (typeof customer === 'string') return customer;
+  return isRecord(customer) && typeof customer.id === 'string' ? customer.id : null;
 }
 
 async function paymentFailed(tx: TransactionSql, accountId: string, stripeInvoiceId: string, at: Date): Promise<StripeWebhookOutcome> {
   const [known] = await tx`select status from platform.invoices where stripe_invoice_id = ${stripeInvoiceId}`;
-  if (known && ['paid', 'void'].includes(known.status as string)) return 'stale';
+  if (known && ['paid', 'void'].includes(parseRow('platform.invoices', statusRow, known).status)) return 'stale';
   await tx`update platform.invoices set payment_failed_at = coalesce(payment_failed_at, ${at}) where stripe_invoice_id = ${stripeInvoiceId}`;
   // Only an active account changes: a suspended or cancelled one stays so, and a second failure keeps the first one's time.
   await tx`update platform.accounts set status = 'payment_failed', payment_failed_at = ${at} where id = ${accountId} and status = 'active'`;
@@ -134,10 +158,10 @@ async function invoicePaid(tx: TransactionSql, accountId: string, stripeInvoiceI
   await tx`
     update platform.invoices set status = 'paid', paid_at = coalesce(paid_at, ${at}), payment_failed_at = null
      where stripe_invoice_id = ${stripeInvoiceId}`;
-  const [outstanding] = await tx`
+  const [counted] = await tx`
     select count(*)::int as n from platform.invoices
      where account_id = ${accountId} and payment_failed_at is not null and status not in ('paid', 'void')`;
-  if (outstanding!.n > 0) return 'applied';
+  if (parseRow('platform.invoices', countRow, counted).n > 0) return 'applied';
   const cleared = await tx`
     update platform.accounts set status = 'active', payment_failed_at = null, suspended_at = null
      where id = ${accountId}

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { PermanentError } from '../../../queue/errors.ts';
-import type { JsonObject } from '../../../queue/job.ts';
 import { defineJobType, done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
 import type { CleanupDeps, SweepContext, SweepOutcome } from './sweep.ts';
@@ -66,8 +65,9 @@ export function cleanupJob(deps: CleanupDeps): JobType<CleanupPayload> {
       const { sql, payload, job } = ctx;
       const dryRun = payload.dryRun === true;
       const plan: readonly Sweep[] = payload.sweep ? [payload.sweep] : SWEEPS;
-      const sweep = (ctx.step === 'start' ? plan[0] : ctx.step) as Sweep;
-      if (!plan.includes(sweep)) throw new PermanentError(`cleanup has no sweep "${ctx.step}"`);
+      const step = ctx.step === 'start' ? plan[0] : ctx.step;
+      const sweep = plan.find((name) => name === step);
+      if (!sweep) throw new PermanentError(`cleanup has no sweep "${ctx.step}"`);
       const now = ctx.now();
       const c: SweepContext = {
         sql,
@@ -92,13 +92,13 @@ export function cleanupJob(deps: CleanupDeps): JobType<CleanupPayload> {
         actions: [...tally.actions, ...outcome.actions.slice(0, room)],
         omitted: tally.omitted + Math.max(0, outcome.actions.length - room),
       };
-      const checkpoint = { sweeps: tallies } as unknown as JsonObject;
+      const checkpoint = { sweeps: tallies };
       // A dry run changes nothing, so another batch would list the same things again.
       if (outcome.more && !dryRun) return next(sweep, { checkpoint, delayMs: 0 });
       const following = plan[plan.indexOf(sweep) + 1];
       if (following) return next(following, { checkpoint, delayMs: 0 });
       // An array: jsonb does not keep an object's key order, and the order sweeps ran in matters.
-      return done({ dryRun, sweeps: plan.map((name) => ({ sweep: name, ...tallies[name]! })) } as unknown as JsonObject);
+      return done({ dryRun, sweeps: plan.map((name) => ({ sweep: name, ...tallies[name] })) });
     },
   });
 }

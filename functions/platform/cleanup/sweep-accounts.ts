@@ -1,4 +1,10 @@
+import { z } from 'zod';
+import { parseRow, parseRows } from '../rows.ts';
 import { DAY_MS, PLATFORM_RESOURCE_OWNERS, PURGED_ACCOUNT_TABLES, type CleanupAction, type CleanupDeps, type SweepContext, type SweepOutcome } from './sweep.ts';
+
+/** What suspend_unpaid selects (dry run) or changed: one row per account and per service. */
+const SUSPENDED = 'platform.accounts and platform.services';
+const suspensionRow = z.object({ action: z.string(), target: z.string(), account_id: z.string(), payment_failed_at: z.date().nullable().optional() });
 
 export async function sweepSuspendUnpaid(c: SweepContext, deps: CleanupDeps): Promise<SweepOutcome> {
   const cutoff = new Date(c.now.getTime() - (deps.paymentGraceMs ?? 7 * DAY_MS));
@@ -12,7 +18,7 @@ export async function sweepSuspendUnpaid(c: SweepContext, deps: CleanupDeps): Pr
       union all
       select 'suspend_service', 'service:' || s.id, s.account_id from platform.services s join due d on d.id = s.account_id
        where not coalesce((s.desired_state->>'suspended')::boolean, false)`;
-    const actions = rows.map((r) => ({ action: r.action as string, target: r.target as string, detail: { accountId: r.account_id as string } }));
+    const actions = parseRows(SUSPENDED, suspensionRow, rows).map((r) => ({ action: r.action, target: r.target, detail: { accountId: r.account_id } }));
     for (const a of actions) await c.act(a);
     return { actions, more: false };
   }
@@ -34,14 +40,18 @@ export async function sweepSuspendUnpaid(c: SweepContext, deps: CleanupDeps): Pr
     select 'suspend_account' as action, 'account:' || id as target, id as account_id, payment_failed_at from acct
     union all
     select 'suspend_service', 'service:' || id, account_id, null from svc`;
-  const actions = rows.map((r) => ({
-    action: r.action as string,
-    target: r.target as string,
-    detail: { accountId: r.account_id as string, ...(r.payment_failed_at ? { paymentFailedAt: (r.payment_failed_at as Date).toISOString() } : {}) },
+  const actions = parseRows(SUSPENDED, suspensionRow, rows).map((r) => ({
+    action: r.action,
+    target: r.target,
+    detail: { accountId: r.account_id, ...(r.payment_failed_at ? { paymentFailedAt: r.payment_failed_at.toISOString() } : {}) },
   }));
   for (const a of actions) await c.act(a); // already taken by the statement above: record only
   return { actions, more: actions.filter((a) => a.action === 'suspend_account').length >= c.batch };
 }
+
+const idRow = z.object({ id: z.string() });
+const tagRow = z.object({ tag: z.string() });
+const countRow = z.object({ n: z.number().int() });
 
 export async function sweepPurgeCancelled(c: SweepContext, deps: CleanupDeps): Promise<SweepOutcome> {
   const cutoff = new Date(c.now.getTime() - (deps.cancelledRetentionMs ?? 30 * DAY_MS));
@@ -60,8 +70,8 @@ export async function sweepPurgeCancelled(c: SweepContext, deps: CleanupDeps): P
     actions.push(action);
     budget--;
   };
-  for (const { id } of accounts) {
-    const complete = await purgeAccount(c, deps, id as string, take, () => budget);
+  for (const { id } of parseRows('platform.accounts', idRow, accounts)) {
+    const complete = await purgeAccount(c, deps, id, take, () => budget);
     if (!complete || budget <= 0) return { actions, more: true };
   }
   return { actions, more: accounts.length >= c.batch };
@@ -81,10 +91,10 @@ async function purgeAccount(
   const { sql } = c;
   for (const o of deps.ownerTables ?? PLATFORM_RESOURCE_OWNERS) {
     const rows = await sql`select distinct ${sql(o.tagColumn)} as tag from ${sql(o.table)} where ${sql(o.accountColumn)} = ${accountId}`;
-    for (const { tag } of rows) {
-      for (const r of await deps.inventory.listTagged(tag as string)) {
+    for (const { tag } of parseRows(o.table, tagRow, rows)) {
+      for (const r of await deps.inventory.listTagged(tag)) {
         if (budget() <= 0) return false;
-        await take({ action: 'delete_resource', target: `${r.type}:${r.id}`, detail: { accountId, name: r.name, tag: tag as string } }, () => deps.inventory.delete(r));
+        await take({ action: 'delete_resource', target: `${r.type}:${r.id}`, detail: { accountId, name: r.name, tag } }, () => deps.inventory.delete(r));
       }
     }
   }
@@ -98,14 +108,14 @@ async function purgeAccount(
   const limit = 10 * c.batch;
   for (const table of deps.accountTables ?? PURGED_ACCOUNT_TABLES) {
     if (budget() <= 0) return false;
-    const [row] = c.dryRun
+    const [counted] = c.dryRun
       ? await sql`select count(*)::int as n from ${sql(table)} where account_id = ${accountId}`
       : await sql`
           with gone as (
             delete from ${sql(table)} where ctid = any(array(select ctid from ${sql(table)} where account_id = ${accountId} limit ${limit}))
             returning 1)
           select count(*)::int as n from gone`;
-    const n = row!.n as number;
+    const { n } = parseRow(table, countRow, counted);
     if (n > 0) await take({ action: 'delete_rows', target: `account:${accountId}`, detail: { table, rows: n } });
     if (!c.dryRun && n >= limit) return false;
   }

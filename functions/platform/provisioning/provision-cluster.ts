@@ -22,6 +22,7 @@ import { jobTypeOf } from '../../../queue/jobs-query.ts';
 import { resumeJob } from '../../../queue/manual.ts';
 import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
+import { parseRow } from '../rows.ts';
 import type { CloudProvider, Droplet } from './ports/cloud-provider.ts';
 import type { KubernetesProbe } from './ports/kubernetes-probe.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
@@ -86,13 +87,14 @@ export interface ProvisionClusterDeps {
   probeAttempts?: number;
 }
 
-export interface ClusterNode {
+/** A type, not an interface: JSON-compatible as it is (the checkpoint, platform.clusters.nodes, the result). */
+export type ClusterNode = {
   name: string;
   role: NodeRole;
   dropletId: number;
   publicIpv4: string;
   privateIpv4: string | null;
-}
+};
 
 const clusterNode = z.object({
   name: z.string(),
@@ -108,11 +110,14 @@ const waitingCheckpoint = z.looseObject({ waitingSince: z.string().optional() })
 /** From the park on: the nodes, the endpoint the probe asks, and the probes of this round. */
 const parkedCheckpoint = z.looseObject({ nodes: z.array(clusterNode), endpoint: z.string().min(1), probes: z.number().int().min(0).optional() });
 
+/** A live platform.clusters row of the same account and name (its id is its job's). */
+const idRow = z.object({ id: z.string() });
+
 /** Enqueue from a validated `POST /v1/clusters` body: 409 when the account has a live cluster of that name. */
 export async function enqueueProvisionCluster(sql: Queryable, request: ProvisionClusterRequest, options: { submitKey?: string; now?: Date } = {}): Promise<EnqueueResult> {
   await assertOwnership(sql, request.accountId); // an OwnershipError (404) for an unknown account
   const [live] = await sql`select id from platform.clusters where account_id = ${request.accountId} and name = ${request.name} and status <> 'destroyed'`;
-  if (live) throw new ConflictError(`account ${request.accountId} already has a cluster ${request.name} (${live.id})`, 'name');
+  if (live) throw new ConflictError(`account ${request.accountId} already has a cluster ${request.name} (${parseRow('platform.clusters', idRow, live).id})`, 'name');
   const pending = await findActiveJob(sql, PROVISION_CLUSTER, { accountId: request.accountId, name: request.name });
   if (pending) throw new ConflictError(`a cluster ${request.name} is already being provisioned for account ${request.accountId} (${pending})`, 'name');
   return enqueue(
@@ -137,8 +142,10 @@ export async function resumeBootstrappedCluster(sql: Sql, clusterId: string, opt
   return resumeJob(sql, clusterId, AWAITING_BOOTSTRAP, options);
 }
 
-function nodeOf(droplet: Droplet, role: NodeRole): ClusterNode {
-  return { name: droplet.name, role, dropletId: droplet.id, publicIpv4: droplet.publicIpv4!, privateIpv4: droplet.privateIpv4 };
+/** The node a droplet is, once it is active with a public address (null before). */
+function nodeOf(droplet: Droplet | undefined, role: NodeRole): ClusterNode | null {
+  if (droplet?.status !== 'active' || !droplet.publicIpv4) return null;
+  return { name: droplet.name, role, dropletId: droplet.id, publicIpv4: droplet.publicIpv4, privateIpv4: droplet.privateIpv4 };
 }
 
 /** The deps with their defaults, as the steps below use them. */
@@ -159,7 +166,7 @@ async function create(deps: Settled, ctx: StepContext<ProvisionClusterRequest>) 
   await assertAccountOwns(ctx.sql, p.accountId);
   const [other] = await ctx.sql`
     select id from platform.clusters where account_id = ${p.accountId} and name = ${p.name} and status <> 'destroyed' and id <> ${job.id}`;
-  if (other) throw new PermanentError(`account ${p.accountId} already has a cluster ${p.name} (${other.id})`);
+  if (other) throw new PermanentError(`account ${p.accountId} already has a cluster ${p.name} (${parseRow('platform.clusters', idRow, other).id})`);
 
   const tag = clusterTag(job.id);
   const configs = await deps.machineConfigs(ctx.sql);
@@ -198,23 +205,25 @@ async function waitActive(deps: Settled, ctx: StepContext<ProvisionClusterReques
   const plan = planClusterNodes(ctx.payload);
   // A node vanished (deleted behind our back): create it again.
   if (plan.some((n) => !droplets.has(n.name))) return next('create', { delayMs: 0 });
-  const pending = plan.filter((n) => droplets.get(n.name)!.status !== 'active' || !droplets.get(n.name)!.publicIpv4);
+  const ready = plan.map((n) => ({ planned: n, node: nodeOf(droplets.get(n.name), n.role) }));
+  const pending = ready.flatMap(({ planned, node }) => (node ? [] : [planned]));
   if (pending.length > 0) {
     const waited = ctx.now().getTime() - Date.parse(cp.waitingSince ?? ctx.now().toISOString());
     if (waited > deps.activeTimeoutMs) throw new PermanentError(`${pending.length} node(s) not active after ${Math.round(waited / 60_000)} min: ${pending.map((n) => n.name).join(', ')}`);
     return next('wait_active', { delayMs: deps.pollIntervalMs });
   }
-  const nodes = plan.map((n) => nodeOf(droplets.get(n.name)!, n.role));
-  const first = nodes.find((n) => n.role === 'controlplane')!;
+  const nodes = ready.flatMap(({ node }) => (node ? [node] : []));
+  const first = nodes.find((n) => n.role === 'controlplane');
+  if (!first) throw new PermanentError('the cluster has no control plane node');
   const command = talosBootstrapCommand(first.publicIpv4);
   const now = ctx.now();
   return next(AWAITING_BOOTSTRAP, {
-    checkpoint: { nodes: nodes as never, endpoint: first.publicIpv4, bootstrapCommand: command, probes: 0 },
+    checkpoint: { nodes, endpoint: first.publicIpv4, bootstrapCommand: command, probes: 0 },
     delayMs: null,
     effect: async (tx) => {
       await tx`
         update platform.clusters
-           set status = 'awaiting_bootstrap', nodes = ${tx.json(nodes as never)}::jsonb, endpoint = ${first.publicIpv4},
+           set status = 'awaiting_bootstrap', nodes = ${tx.json(nodes)}::jsonb, endpoint = ${first.publicIpv4},
                bootstrap_command = ${command}, updated_at = ${now}
          where id = ${ctx.job.id}`;
     },
@@ -235,7 +244,7 @@ async function verifyApi(deps: Settled, ctx: StepContext<ProvisionClusterRequest
   const now = ctx.now();
   const version = probe.version.gitVersion;
   return done(
-    { clusterId: ctx.job.id, status: 'active', endpoint: cp.endpoint, kubernetesVersion: version, nodes: cp.nodes as never, addons: SELF_INSTALLED_ADDONS },
+    { clusterId: ctx.job.id, status: 'active', endpoint: cp.endpoint, kubernetesVersion: version, nodes: cp.nodes, addons: SELF_INSTALLED_ADDONS },
     async (tx) => {
       await tx`
         update platform.clusters

@@ -18,6 +18,7 @@ import { enqueue, type EnqueueResult } from '../../../queue/enqueue.ts';
 import { ConflictError, PermanentError, ValidationError } from '../../../queue/errors.ts';
 import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
+import { parseRow } from '../rows.ts';
 import { encryptSecret, type KeyRing, type SealedSecret } from '../../lib/secrets.ts';
 import type { CloudProvider } from './ports/cloud-provider.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
@@ -88,6 +89,9 @@ const createdCheckpoint = z.looseObject({ databaseId: z.string().min(1), waiting
 /** Compensation runs after any step: the id may not be there yet. */
 const anyCheckpoint = z.looseObject({ databaseId: z.string().min(1).optional() });
 
+/** A live platform.databases row of the same service and name: the job that provisions it. */
+const jobIdRow = z.object({ job_id: z.string() });
+
 /**
  * Enqueue from a validated `POST /v1/databases` body: an OwnershipError (404/403) unless the
  * account exists and owns the service, a ConflictError for a name the service already has.
@@ -97,7 +101,7 @@ export async function enqueueProvisionDb(sql: Queryable, request: ProvisionDbReq
   const [live] = await sql`
     select job_id from platform.databases
      where service_id = ${request.serviceId} and name = ${request.name} and status in ('provisioning', 'online')`;
-  if (live) throw new ConflictError(`service ${request.serviceId} already has a database ${request.name} (job ${live.job_id})`, 'name');
+  if (live) throw new ConflictError(`service ${request.serviceId} already has a database ${request.name} (job ${parseRow('platform.databases', jobIdRow, live).job_id})`, 'name');
   const pending = await findActiveJob(sql, PROVISION_DB, { serviceId: request.serviceId, name: request.name });
   if (pending) throw new ConflictError(`a database ${request.name} is already being provisioned for service ${request.serviceId} (job ${pending})`, 'name');
   return enqueue(
@@ -130,7 +134,7 @@ async function create(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
   const [other] = await ctx.sql`
     select job_id from platform.databases
      where service_id = ${p.serviceId} and name = ${p.name} and status in ('provisioning', 'online') and job_id <> ${job.id}`;
-  if (other) throw new PermanentError(`service ${p.serviceId} already has a database ${p.name} (job ${other.job_id})`);
+  if (other) throw new PermanentError(`service ${p.serviceId} already has a database ${p.name} (job ${parseRow('platform.databases', jobIdRow, other).job_id})`);
 
   const tag = databaseTag(job.id);
   const name = databaseClusterName(p.name, job.id);
@@ -181,7 +185,8 @@ async function pool(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
   if (!created.uri) throw new Error(`DigitalOcean answered pool ${poolName} without a connection string`);
   const sealed = await encryptSecret(created.uri.reveal(), deps.keyRing, { context: databaseSecretContext(p.serviceId, p.name) });
   const now = ctx.now();
-  const entry: DesiredDatabase = {
+  // Spread into a plain object (not typed as the interface), so tx.json takes it.
+  const entry = {
     ...sealed,
     poolName,
     poolMode: 'transaction',
@@ -191,12 +196,12 @@ async function pool(deps: Settled, ctx: StepContext<ProvisionDbRequest>) {
     size: p.size,
     jobId: job.id,
     updatedAt: now.toISOString(),
-  };
+  } satisfies DesiredDatabase;
   return done({ serviceId: p.serviceId, name: p.name, databaseId, poolName, status: 'online' }, async (tx) => {
     await tx`
       update platform.services
          set desired_state = jsonb_set(desired_state, '{databases}',
-               coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry as never)}::jsonb)),
+               coalesce(desired_state->'databases', '{}'::jsonb) || jsonb_build_object(${p.name}::text, ${tx.json(entry)}::jsonb)),
              updated_at = ${now}
        where id = ${p.serviceId} and account_id = ${p.accountId}`;
     await tx`update platform.databases set status = 'online', pool_name = ${poolName}, online_at = ${now}, updated_at = ${now} where job_id = ${job.id}`;

@@ -12,9 +12,11 @@
  * passes user-data to Talos on first boot; the droplet's name reaches Talos as its hostname through
  * the platform metadata, so the config itself needs no per-node edits.
  */
+import { z } from 'zod';
 import { PermanentError } from '../../../queue/errors.ts';
 import type { Queryable } from '../../../queue/db.ts';
-import { decryptSecret, encryptSecret, SecretError, type KeyRing, type SealedSecret } from '../../lib/secrets.ts';
+import { decryptSecret, encryptSecret, SecretError, type KeyRing } from '../../lib/secrets.ts';
+import { parseRow } from '../rows.ts';
 import type { NodeRole, PlannedNode } from './resources.ts';
 
 export interface TalosMachineConfigs {
@@ -40,7 +42,7 @@ function machineType(yaml: string): string | null {
     childIndent ??= indent;
     if (indent !== childIndent) continue;
     const match = /^\s+type:\s*["']?([a-z]+)["']?\s*(#.*)?$/.exec(line);
-    if (match) return match[1]!;
+    if (match?.[1]) return match[1];
   }
   return null;
 }
@@ -82,17 +84,23 @@ export async function storeTalosMachineConfigs(sql: Queryable, configs: TalosMac
   return { kid: sealed.kid };
 }
 
+/** A platform.sealed_secrets row: what decryptSecret opens. */
+const sealedRow = z.object({ kid: z.string(), iv: z.string(), ct: z.string() });
+/** What storeTalosMachineConfigs seals; validateTalosMachineConfigs checks the YAML in them. */
+const sealedConfigs = z.object({ controlplane: z.string(), worker: z.string() });
+
 /** The stored configs, decrypted. A missing or unreadable secret fails the job: retrying cannot fix it. */
 export async function loadTalosMachineConfigs(sql: Queryable, ring: KeyRing): Promise<TalosMachineConfigs> {
-  const [row] = await sql`select kid, iv, ct from platform.sealed_secrets where name = ${TALOS_CONFIGS_SECRET}`;
-  if (!row) throw new PermanentError('no Talos machine configs are stored: run talosctl gen config and store them (see the README)');
+  const [found] = await sql`select kid, iv, ct from platform.sealed_secrets where name = ${TALOS_CONFIGS_SECRET}`;
+  if (!found) throw new PermanentError('no Talos machine configs are stored: run talosctl gen config and store them (see the README)');
+  const sealed = parseRow('platform.sealed_secrets', sealedRow, found);
   let plain: string;
   try {
-    plain = await decryptSecret(row as unknown as SealedSecret, ring, { context: TALOS_CONFIGS_CONTEXT });
+    plain = await decryptSecret(sealed, ring, { context: TALOS_CONFIGS_CONTEXT });
   } catch (error) {
     throw new PermanentError(`the stored Talos machine configs do not decrypt: ${(error as SecretError).message}`);
   }
-  const configs = JSON.parse(plain) as TalosMachineConfigs;
+  const configs: TalosMachineConfigs = parseRow(`platform.sealed_secrets ${TALOS_CONFIGS_SECRET} (decrypted)`, sealedConfigs, JSON.parse(plain));
   validateTalosMachineConfigs(configs);
   return configs;
 }

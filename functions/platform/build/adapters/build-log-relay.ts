@@ -35,7 +35,7 @@ export class BuildLogRelay extends DurableObject {
   /** New lines from a poll step: kept (deduplicated by sequence) and sent to every viewer. */
   async publish(lines: LogLine[]): Promise<number> {
     const backlog = (await this.ctx.storage.get<LogLine[]>('backlog')) ?? [];
-    const last = backlog.length ? backlog[backlog.length - 1]!.seq : 0;
+    const last = backlog.at(-1)?.seq ?? 0;
     const fresh = lines.filter((l) => l.seq > last);
     if (fresh.length === 0) return 0;
     await this.ctx.storage.put('backlog', [...backlog, ...fresh].slice(-BACKLOG));

@@ -26,6 +26,7 @@
  *
  * Cancel: Depot has no cancel RPC; a build is ended with FinishBuild carrying an error.
  */
+import { z } from 'zod';
 import { PermanentError } from '../../../../queue/errors.ts';
 import type { BuildRequest, BuildService, BuildStatus, LogCursor, LogLine, LogPage, ReadLogsOptions } from '../ports/build-service.ts';
 
@@ -80,10 +81,8 @@ export function depotError(rpc: string, httpStatus: number, body: unknown): Erro
 }
 
 /** Where readLogs stopped: the step (by index in GetBuildSteps order) and how many of its lines were read. */
-interface Position {
-  step: number;
-  offset: number;
-}
+const logPosition = z.object({ step: z.number().int().min(0), offset: z.number().int().min(0) });
+type Position = z.infer<typeof logPosition>;
 
 export class DepotBuildService implements BuildService {
   private readonly fetch: typeof fetch;
@@ -145,13 +144,14 @@ export class DepotBuildService implements BuildService {
    */
   async readLogs(buildId: string, cursor: LogCursor | null, options: ReadLogsOptions = {}): Promise<LogPage> {
     const max = this.config.maxLinesPerRead ?? 1000;
-    const position: Position = cursor ? (JSON.parse(cursor.position) as Position) : { step: 0, offset: 0 };
+    const position: Position = cursor ? logPosition.parse(JSON.parse(cursor.position)) : { step: 0, offset: 0 };
     let lastSeq = cursor?.lastSeq ?? 0;
     const steps = await this.steps(buildId, options.signal);
     const lines: LogLine[] = [];
     let more = false;
     while (position.step < steps.length) {
-      const step = steps[position.step]!;
+      const step = steps[position.step];
+      if (!step) break;
       const ended = options.final === true || Boolean(step.completedAt || step.error);
       const logs = step.hasLogs && step.digest ? await this.stepLogs(buildId, step.digest, options.signal) : [];
       const unread = logs.slice(position.offset);

@@ -54,7 +54,7 @@ export class R2LogArchive implements LogArchive {
         : { text: '', lastSeq: 0 };
       const fresh = linesAfter(buildId, current.lastSeq, lines);
       if (fresh.length === 0) return current;
-      const next: ArchivedLog = { text: current.text + archiveText(fresh), lastSeq: fresh[fresh.length - 1]!.seq };
+      const next: ArchivedLog = { text: current.text + archiveText(fresh), lastSeq: fresh.at(-1)?.seq ?? current.lastSeq };
       const written = await this.bucket.put(key, next.text, {
         customMetadata: { [LAST_SEQ]: String(next.lastSeq) },
         onlyIf: object ? { etagMatches: object.etag } : { etagDoesNotMatch: '*' },

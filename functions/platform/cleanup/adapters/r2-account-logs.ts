@@ -1,7 +1,11 @@
+import { z } from 'zod';
 import type { Queryable } from '../../../../queue/db.ts';
 import { jobIdsByPayloadField } from '../../../../queue/jobs-query.ts';
 import type { AccountLogObjects } from '../ports/account-log-objects.ts';
 import { archiveKey } from '../../build/adapters/r2-log-archive.ts';
+import { parseRows } from '../../rows.ts';
+
+const serviceRow = z.object({ id: z.string() });
 
 /** The slice of the R2 binding this needs, declared structurally (see LogBucket). */
 export interface DeletableBucket {
@@ -19,7 +23,7 @@ export class R2AccountLogObjects implements AccountLogObjects {
 
   async list(accountId: string, limit: number): Promise<string[]> {
     const services = await this.sql`select s.id from platform.services s where s.account_id = ${accountId}`;
-    const serviceIds = services.map((s) => String(s.id));
+    const serviceIds = parseRows('platform.services', serviceRow, services).map((s) => s.id);
     const buildIds = await jobIdsByPayloadField(this.sql, { type: 'build', field: 'serviceId', values: serviceIds, limit });
     return buildIds.map(archiveKey);
   }

@@ -132,6 +132,12 @@ function clampWait(ms: number): number {
   return Math.min(MAX_RETRY_AFTER_MS, Math.max(0, Math.round(ms)));
 }
 
+/** A create call's answer: DigitalOcean always sends one (null is a 204 or an empty body), and retrying finds the resource by tag. */
+function answered<T>(res: T | null, label: string): T {
+  if (res === null) throw new CloudProviderError(`DigitalOcean ${label} answered without a body`, 0, true);
+  return res;
+}
+
 export class DigitalOceanCloudProvider implements CloudProvider {
   private readonly baseUrl: string;
   private readonly fetch: typeof fetch;
@@ -208,7 +214,7 @@ export class DigitalOceanCloudProvider implements CloudProvider {
       tags: input.tags,
     };
     const res = await this.call<{ database: DoDatabase }>('POST', '/v2/databases', 'POST /v2/databases', body, options);
-    return toDatabase(res!.database);
+    return toDatabase(answered(res, 'POST /v2/databases').database);
   }
 
   async getDatabase(id: string, options?: CallOptions): Promise<DatabaseCluster | null> {
@@ -228,7 +234,7 @@ export class DigitalOceanCloudProvider implements CloudProvider {
   async createConnectionPool(databaseId: string, input: CreatePoolInput, options?: CallOptions): Promise<ConnectionPool> {
     const path = `/v2/databases/${encodeURIComponent(databaseId)}/pools`;
     const res = await this.call<{ pool: DoPool }>('POST', path, `POST /v2/databases/${databaseId}/pools`, { name: input.name, mode: input.mode, size: input.size, db: input.db, user: input.user }, options);
-    return toPool(res!.pool);
+    return toPool(answered(res, `POST /v2/databases/${databaseId}/pools`).pool);
   }
 
   async getConnectionPool(databaseId: string, name: string, options?: CallOptions): Promise<ConnectionPool | null> {
@@ -248,7 +254,7 @@ export class DigitalOceanCloudProvider implements CloudProvider {
       ...(input.vpcUuid ? { vpc_uuid: input.vpcUuid } : {}),
     };
     const res = await this.call<{ droplet: DoDroplet }>('POST', '/v2/droplets', 'POST /v2/droplets', body, options);
-    return toDroplet(res!.droplet);
+    return toDroplet(answered(res, 'POST /v2/droplets').droplet);
   }
 
   async getDroplet(id: number, options?: CallOptions): Promise<Droplet | null> {
