@@ -2,6 +2,7 @@ import postgres from 'postgres';
 import { connect } from 'cloudflare:sockets';
 import { Buffer } from 'node:buffer';
 import { EventEmitter } from 'node:events';
+import { currentUsage } from './usage.ts';
 
 /**
  * The TCP socket postgres.js uses inside the Worker (its `socket` option), over
@@ -10,6 +11,9 @@ import { EventEmitter } from 'node:events';
  * removed, which surfaces as an unhandled rejection after every `sql.end()`. Here the end of
  * the stream, a close, and a failed read all settle the socket once, and an error is only
  * emitted while someone listens for it.
+ *
+ * Inside withUsage() each connect counts one 'socket' subrequest and holds one open connection
+ * until the socket settles (closed, ended or failed), including a connect that never opens.
  */
 export interface PostgresSocketOptions {
   host: string[];
@@ -17,6 +21,9 @@ export interface PostgresSocketOptions {
 }
 
 export async function openPostgresSocket(options: PostgresSocketOptions): Promise<EventEmitter> {
+  const usage = currentUsage();
+  usage?.countSubrequest('socket');
+  const release = usage?.openConnection('socket');
   const raw = connect({ hostname: options.host[0]!, port: options.port[0]! });
   const writer = raw.writable.getWriter();
   const reader = raw.readable.getReader();
@@ -40,6 +47,7 @@ export async function openPostgresSocket(options: PostgresSocketOptions): Promis
   function settle(error?: unknown): void {
     if (settled) return;
     settled = true;
+    release?.();
     socket.readyState = 'closed';
     if (error && socket.listenerCount('error') > 0) socket.emit('error', error);
     socket.emit('close', Boolean(error));
@@ -49,6 +57,7 @@ export async function openPostgresSocket(options: PostgresSocketOptions): Promis
   try {
     await raw.opened;
   } catch (error) {
+    release?.();
     throw unreachable(error);
   }
   void (async () => {

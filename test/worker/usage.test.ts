@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { connectInWorker } from '../../functions/cloudflare-socket.ts';
 import { InvocationUsage, currentUsage, installFetchCounting, withUsage, type UsageBudgets } from '../../functions/usage.ts';
 import { testEnv } from './support.ts';
 
@@ -11,6 +12,15 @@ installFetchCounting();
 function pinnedClock(start = 1_000_000) {
   let now = start;
   return { now: () => now, advance: (ms: number) => void (now += ms) };
+}
+
+/** Polls until `check` holds: a socket settles on the runtime's own schedule after end(). */
+async function eventually(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 describe('budgets', () => {
@@ -107,5 +117,19 @@ describe('fetch counting', () => {
     expect(seenB).toBe(b);
     expect(a.snapshot()).toMatchObject({ subrequests: 2, openConnections: 0 });
     expect(b.snapshot()).toMatchObject({ subrequests: 5, openConnections: 0 });
+  });
+});
+
+describe('platform calls', () => {
+  it('a Postgres client counts one socket per connection and releases it when the client ends', async () => {
+    const usage = new InvocationUsage(BUDGETS);
+    await withUsage(usage, async () => {
+      const sql = connectInWorker(testEnv.TEST_ADMIN_DATABASE_URL, { max: 1 });
+      expect(await sql`select 1 as one`).toEqual([{ one: 1 }]);
+      expect(usage.snapshot()).toMatchObject({ subrequests: 1, byKind: { socket: 1 }, openConnections: 1 });
+      await sql.end();
+    });
+    await eventually(() => usage.snapshot().openConnections === 0);
+    expect(usage.snapshot()).toMatchObject({ subrequests: 1, peakConnections: 1 });
   });
 });
