@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { connectInWorker } from '../../functions/cloudflare-socket.ts';
 import { InvocationUsage, currentUsage, installFetchCounting, withUsage, type UsageBudgets } from '../../functions/usage.ts';
+import { DurableObjectLogRelay } from '../../functions/platform/build/adapters/build-log-relay.ts';
+import { R2LogArchive } from '../../functions/platform/build/adapters/r2-log-archive.ts';
+import { R2AccountLogObjects } from '../../functions/platform/cleanup/adapters/r2-account-logs.ts';
 import { testEnv } from './support.ts';
 
 const BUDGETS: UsageBudgets = { cpuMs: 25_000, subrequests: 9_000, connections: 6 };
 const sandbox = testEnv.TEST_SANDBOX_URL;
+const bindings = testEnv as unknown as { BUILD_LOGS: R2Bucket; BUILD_LOG_RELAY: DurableObjectNamespace };
 
 installFetchCounting();
 
@@ -131,5 +135,21 @@ describe('platform calls', () => {
     });
     await eventually(() => usage.snapshot().openConnections === 0);
     expect(usage.snapshot()).toMatchObject({ subrequests: 1, peakConnections: 1 });
+  });
+
+  it('each R2 operation and each Durable Object call counts one subrequest', async () => {
+    const usage = new InvocationUsage(BUDGETS);
+    const buildId = `usage-${crypto.randomUUID()}`;
+    const line = (seq: number) => ({ seq, text: `line ${seq}`, at: new Date().toISOString() }) as never;
+    await withUsage(usage, async () => {
+      const archive = new R2LogArchive(bindings.BUILD_LOGS as never);
+      await archive.append(buildId, [line(1)]); // get, put
+      await archive.read(buildId); // get
+      await new R2AccountLogObjects(null as never, bindings.BUILD_LOGS as never).delete([`builds/${buildId}.log`]);
+      const relay = new DurableObjectLogRelay(bindings.BUILD_LOG_RELAY as never);
+      await relay.publish(buildId, [line(1)]);
+      await relay.end(buildId, 'succeeded' as never);
+    });
+    expect(usage.snapshot()).toMatchObject({ subrequests: 6, byKind: { r2: 4, 'durable-object': 2, fetch: 0, socket: 0 } });
   });
 });

@@ -1,6 +1,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import type { LogLine } from '../ports/build-service.ts';
 import type { BuildOutcome, LogRelay } from '../ports/log-relay.ts';
+import { currentUsage } from '../../../usage.ts';
 
 /**
  * One Durable Object per build relays its log lines to live viewers over WebSockets.
@@ -75,10 +76,12 @@ export class DurableObjectLogRelay implements LogRelay {
   constructor(private readonly namespace: DurableObjectNamespace<BuildLogRelay>) {}
 
   async publish(buildId: string, lines: LogLine[]): Promise<void> {
+    currentUsage()?.countSubrequest('durable-object');
     await this.namespace.get(this.namespace.idFromName(buildId)).publish(lines);
   }
 
   async end(buildId: string, outcome: BuildOutcome): Promise<void> {
+    currentUsage()?.countSubrequest('durable-object');
     await this.namespace.get(this.namespace.idFromName(buildId)).end(outcome);
   }
 }

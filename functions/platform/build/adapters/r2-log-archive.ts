@@ -1,5 +1,6 @@
 import type { LogLine } from '../ports/build-service.ts';
 import { archiveText, linesAfter, type ArchivedLog, type LogArchive } from '../ports/log-archive.ts';
+import { currentUsage } from '../../../usage.ts';
 
 /**
  * The slice of an R2 bucket binding this archive uses, declared structurally so this file compiles
@@ -40,6 +41,7 @@ export class R2LogArchive implements LogArchive {
   constructor(private readonly bucket: LogBucket) {}
 
   async read(buildId: string): Promise<ArchivedLog | null> {
+    currentUsage()?.countSubrequest('r2');
     const object = await this.bucket.get(archiveKey(buildId));
     if (!object) return null;
     return { text: await object.text(), lastSeq: Number(object.customMetadata?.[LAST_SEQ] ?? 0) };
@@ -48,6 +50,7 @@ export class R2LogArchive implements LogArchive {
   async append(buildId: string, lines: LogLine[]): Promise<ArchivedLog> {
     const key = archiveKey(buildId);
     for (let race = 0; race < MAX_RACES; race++) {
+      currentUsage()?.countSubrequest('r2');
       const object = await this.bucket.get(key);
       const current: ArchivedLog = object
         ? { text: await object.text(), lastSeq: Number(object.customMetadata?.[LAST_SEQ] ?? 0) }
@@ -55,6 +58,7 @@ export class R2LogArchive implements LogArchive {
       const fresh = linesAfter(buildId, current.lastSeq, lines);
       if (fresh.length === 0) return current;
       const next: ArchivedLog = { text: current.text + archiveText(fresh), lastSeq: fresh.at(-1)?.seq ?? current.lastSeq };
+      currentUsage()?.countSubrequest('r2');
       const written = await this.bucket.put(key, next.text, {
         customMetadata: { [LAST_SEQ]: String(next.lastSeq) },
         onlyIf: object ? { etagMatches: object.etag } : { etagDoesNotMatch: '*' },

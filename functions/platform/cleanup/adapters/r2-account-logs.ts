@@ -4,6 +4,7 @@ import { jobIdsByPayloadField } from '../../../../queue/jobs-query.ts';
 import type { AccountLogObjects } from '../ports/account-log-objects.ts';
 import { archiveKey } from '../../build/adapters/r2-log-archive.ts';
 import { parseRows } from '../../rows.ts';
+import { currentUsage } from '../../../usage.ts';
 
 const serviceRow = z.object({ id: z.string() });
 
@@ -29,6 +30,8 @@ export class R2AccountLogObjects implements AccountLogObjects {
   }
 
   async delete(keys: string[]): Promise<void> {
-    if (keys.length > 0) await this.bucket.delete(keys);
+    if (keys.length === 0) return;
+    currentUsage()?.countSubrequest('r2');
+    await this.bucket.delete(keys);
   }
 }
