@@ -8,12 +8,19 @@ import { jobs } from './http/routes/jobs.ts';
 import { metrics } from './http/routes/metrics.ts';
 import { provisioning } from './http/routes/provisioning.ts';
 import { webhooks } from './http/routes/webhooks.ts';
-import { drain } from './invocation.ts';
+import { drain, type Invocation } from './invocation.ts';
+import { PRIMARY_SHARD } from './dispatch/names.ts';
+import { wakeDispatcher } from './dispatch/wake.ts';
+
+/** Methods that may make work due: every write. A read never wakes anyone. */
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
  * The HTTP API. Each request's database client is opened on first use and closed after the
- * response in waitUntil — after draining due steps when the request enqueued work (the kick),
- * so an idle system starts a new job within milliseconds instead of at the next tick.
+ * response in waitUntil. A write that succeeded first wakes the pool's dispatcher (whatever it
+ * made due — an enqueue, a debounced push, a resume, a retry — its alarm is set for, once it has
+ * read the due time from the database), then, when the request enqueued work, drains what is due
+ * now on its own connection (the kick), so a new job starts within milliseconds.
  */
 export function createApp() {
   const app = createRouter();
@@ -25,12 +32,15 @@ export function createApp() {
       const opened = c.get('invocation');
       if (opened) {
         // 3xx too: a dashboard action answers with a redirect back to its page
-        const kick = c.get('kick') === true && c.res.status < 400;
+        const ok = c.res.status < 400;
+        const kick = c.get('kick') === true && ok;
+        const wake = WRITES.has(c.req.method) && ok;
         c.executionCtx.waitUntil(
           (async () => {
             const inv = await opened.catch(() => null);
             if (!inv) return;
             try {
+              if (wake) await wakePool(inv);
               if (kick) await drain(inv, inv.config.kickBudgetMs);
             } catch (error) {
               inv.log({ level: 'error', msg: 'kick drain failed', error: (error as Error).message });
@@ -78,4 +88,13 @@ export function createApp() {
   app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));
   app.onError((error, c) => respondError(c, error));
   return app;
+}
+
+/** Wakes the pool's shard 0 for now: its alarm reads when the work this request made falls due. */
+async function wakePool(inv: Invocation): Promise<void> {
+  if (inv.config.dispatchShards === 0) return;
+  await wakeDispatcher(inv.env, { pool: inv.config.pool, shard: PRIMARY_SHARD, at: Date.now() }).catch((error: unknown) => {
+    // the tick re-arms a dispatcher it finds unarmed; this request's own work is still drained below
+    inv.log({ level: 'warn', msg: 'waking the dispatcher failed', error: (error as Error).message });
+  });
 }

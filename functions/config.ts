@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { MaintenanceConfig } from '../queue/index.ts';
 import type { SecretName } from './lib/worker-secrets.ts';
+import type { UsageBudgets as InvocationBudgets } from './usage.ts';
 
 /**
  * Deployment settings from wrangler.toml [vars] (and secrets), parsed once per env object. The
@@ -11,6 +12,14 @@ export interface WorkerConfig extends Omit<MaintenanceConfig, 'leaderChurn'> {
   tickBudgetMs: number;
   kickBudgetMs: number;
   stepConcurrency: number;
+  /** Dispatcher objects per pool (DISPATCH_SHARDS): shard 0 keeps the clock, the rest take bursts; 0: no dispatchers. */
+  dispatchShards: number;
+  /** How often an idle shard 0 looks for work it was not told about (IDLE_POLL_MS); 0: only the tick does. */
+  idlePollMs: number;
+  /** What one invocation may spend before it stops claiming (the platform's per-invocation limits, with headroom). */
+  budgets: InvocationBudgets;
+  /** The postgres client's connections: CONNECTION_BUDGET less one per step in flight (each may hold a fetch). */
+  databaseConnections: number;
   leaderLeaseMs: number;
   logSteps: boolean;
   /** A dashboard session unused this long has ended (sliding; DASHBOARD_IDLE_MS, 30 min). */
@@ -130,6 +139,14 @@ const configSchema = z.object({
   KICK_BUDGET_MS: intVar('KICK_BUDGET_MS', 5_000, 0, 25_000),
   // the postgres client keeps one connection for heartbeats and settles beside the steps
   STEP_CONCURRENCY: intVar('STEP_CONCURRENCY', 4, 1, 4),
+  DISPATCH_SHARDS: intVar('DISPATCH_SHARDS', 4, 0, 64),
+  IDLE_POLL_MS: intVar('IDLE_POLL_MS', 1_000, 0, 60_000),
+  // Workers: 30 s of CPU per invocation by default (limits.cpu_ms raises it to 5 min)
+  CPU_BUDGET_MS: intVar('CPU_BUDGET_MS', 20_000, 1_000, 290_000),
+  // Workers Paid: 10,000 subrequests per invocation; Free: 50
+  SUBREQUEST_BUDGET: intVar('SUBREQUEST_BUDGET', 9_000, 10, 10_000),
+  // Workers: 6 simultaneous open connections per invocation (more wait for one to close)
+  CONNECTION_BUDGET: intVar('CONNECTION_BUDGET', 6, 2, 6),
   LEADER_LEASE_MS: intVar('LEADER_LEASE_MS', 300_000, 10_000, 3_600_000),
   CRON_BACKFILL_MS: intVar('CRON_BACKFILL_MS', 86_400_000, 0, 31 * 86_400_000),
   SCHEDULE_GRACE_MS: intVar('SCHEDULE_GRACE_MS', 3_600_000, 0, 31 * 86_400_000),
@@ -149,11 +166,20 @@ function toConfig(env: WorkerEnv): WorkerConfig {
   // the first var in declaration order that is wrong, as the message has always named one
   if (!parsed.success) throw new Error(parsed.error.issues[0]!.message);
   const v = parsed.data;
+  if (v.STEP_CONCURRENCY >= v.CONNECTION_BUDGET) {
+    throw new Error(
+      `STEP_CONCURRENCY (${v.STEP_CONCURRENCY}) must be below CONNECTION_BUDGET (${v.CONNECTION_BUDGET}): each step in flight may hold one connection and the database client needs at least one`,
+    );
+  }
   return {
     pool: v.POOL,
     tickBudgetMs: v.TICK_BUDGET_MS,
     kickBudgetMs: v.KICK_BUDGET_MS,
     stepConcurrency: v.STEP_CONCURRENCY,
+    dispatchShards: v.DISPATCH_SHARDS,
+    idlePollMs: v.IDLE_POLL_MS,
+    budgets: { cpuMs: v.CPU_BUDGET_MS, subrequests: v.SUBREQUEST_BUDGET, connections: v.CONNECTION_BUDGET },
+    databaseConnections: v.CONNECTION_BUDGET - v.STEP_CONCURRENCY,
     leaderLeaseMs: v.LEADER_LEASE_MS,
     cronBackfillMs: v.CRON_BACKFILL_MS,
     scheduleGraceMs: v.SCHEDULE_GRACE_MS,

@@ -14,7 +14,7 @@ export async function scheduled(controller: ScheduledController, env: WorkerEnv)
   try {
     if (controller.cron === TICK_CRON) {
       const result = await runTick(inv, now);
-      inv.log({ level: 'info', msg: 'tick', leader: result.leader.outcome, generation: result.leader.generation, maintenance: result.maintenance, steps: result.steps });
+      inv.log({ level: 'info', msg: 'tick', leader: result.leader.outcome, generation: result.leader.generation, maintenance: result.maintenance, dispatcher: result.dispatcher, steps: result.steps });
       return;
     }
     const schedule = scheduleForCron(controller.cron);

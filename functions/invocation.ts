@@ -1,15 +1,17 @@
-import { LogAlerts, nextDueInMs, runSteps, type Alerts, type JobRegistry, type RunCounts, type Sql } from '../queue/index.ts';
+import { LogAlerts, nextDueInMs, runSteps, type Alerts, type JobRegistry, type RunCounts, type Runner, type Sql } from '../queue/index.ts';
 import { WebhookAlerts } from './adapters/webhook-alerts.ts';
 import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { scrubText } from './lib/redact.ts';
 import { isSecretName, secretValues } from './lib/worker-secrets.ts';
 import { composeRegistry } from './platform/compose.ts';
 import { connectInWorker } from './cloudflare-socket.ts';
+import { currentUsage, installFetchCounting, InvocationUsage } from './usage.ts';
 
 /**
- * Everything one invocation (a request or a cron trigger) needs. The postgres client is made per
- * invocation — a Worker cannot keep sockets between requests — with at most 5 connections
- * (Workers allow 6 open), and closed deliberately by `close()`.
+ * Everything one invocation (a request, a cron trigger or a dispatcher's alarm) needs. The postgres
+ * client is made per invocation — a Worker cannot keep sockets between requests — with
+ * CONNECTION_BUDGET less STEP_CONCURRENCY connections (Workers allow 6 open; each step in flight
+ * may hold one for a fetch), and closed deliberately by `close()`.
  */
 export interface Invocation {
   env: WorkerEnv;
@@ -19,6 +21,8 @@ export interface Invocation {
   /** The job types whose adapters this invocation has built so far (none until a step of one runs). */
   builtJobTypes: readonly string[];
   alerts: Alerts;
+  /** What this invocation has spent of the platform's per-invocation limits (subrequests, time, connections). */
+  usage: InvocationUsage;
   /** This invocation's id in locked_by: `<pool>:<random>`. */
   workerId: string;
   /** One JSON line on stdout, with every secret value of the env scrubbed out. */
@@ -56,13 +60,35 @@ export function envSecrets(env: WorkerEnv): string[] {
   return [...new Set([...values, ...values.map((v) => JSON.stringify(v).slice(1, -1))])].sort((a, b) => b.length - a.length);
 }
 
+/**
+ * A counter for an invocation that starts now, with the deployment's budgets (the defaults when
+ * the env is refused: the refusal is reported by the code that reads it, not here).
+ */
+export function entryUsage(env: WorkerEnv): InvocationUsage {
+  let budgets: WorkerConfig['budgets'];
+  try {
+    budgets = readConfig(env).budgets;
+  } catch {
+    budgets = DEFAULT_BUDGETS;
+  }
+  return new InvocationUsage(budgets);
+}
+
+const DEFAULT_BUDGETS: WorkerConfig['budgets'] = { cpuMs: 20_000, subrequests: 9_000, connections: 6 };
+
 // Registries are synced to the engine's job types once per isolate and database.
 const syncedDatabases = new Set<string>();
 
-export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
-  const config = readConfig(env);
+/**
+ * `pool` overrides the deployment's POOL: a dispatcher serves the pool it was woken for. The
+ * usage counter is the one the entry point runs under (withUsage), or a fresh one.
+ */
+export async function openInvocation(env: WorkerEnv, options: { pool?: string } = {}): Promise<Invocation> {
+  installFetchCounting();
+  const deployed = readConfig(env);
+  const config = options.pool === undefined || options.pool === deployed.pool ? deployed : { ...deployed, pool: options.pool };
   const url = env.HYPERDRIVE.connectionString;
-  const sql = connectInWorker(url, { max: 5, applicationName: `starbase-worker ${config.pool}` });
+  const sql = connectInWorker(url, { max: config.databaseConnections, applicationName: `starbase-worker ${config.pool}` });
   const secrets = envSecrets(env);
   const scrub = (text: string) => scrubText(text, secrets);
   const { registry, built } = await composeRegistry(env, config.platform, sql, scrub);
@@ -74,6 +100,7 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
     sql,
     registry,
     builtJobTypes: built,
+    usage: currentUsage() ?? new InvocationUsage(config.budgets),
     alerts: webhook
       ? new WebhookAlerts({ url: webhook, scrub, ...(dashboardUrl ? { jobLinkBase: `${dashboardUrl}/dashboard/jobs/` } : {}) })
       : new LogAlerts((line) => console.error(scrub(line))),
@@ -92,34 +119,48 @@ export async function openInvocation(env: WorkerEnv): Promise<Invocation> {
   return invocation;
 }
 
+export interface DrainOptions {
+  /**
+   * When nothing is due but a step of this pool falls due within the budget (a build's next poll
+   * in 2 s), wait for it. Only without dispatchers: with them, the dispatcher's alarm is set for
+   * that time and an invocation need not wait (default: when DISPATCH_SHARDS is 0).
+   */
+  waitForDue?: boolean;
+}
+
 /**
- * Claim and run due steps until the budget is spent. When nothing is due but a step of this pool
- * falls due within the budget (a build's next poll in 2 s), wait for it rather than leave it to
- * the next tick a minute away.
+ * Claim and run due steps until the budget is spent, nothing is due, or a per-invocation limit's
+ * budget (subrequests, CPU) is reached — then in-flight steps finish and no more are claimed.
  */
-export async function drain(inv: Invocation, budgetMs: number): Promise<RunCounts> {
+export async function drain(inv: Invocation, budgetMs: number, options: DrainOptions = {}): Promise<RunCounts> {
+  const waitForDue = options.waitForDue ?? inv.config.dispatchShards === 0;
   const deadline = Date.now() + budgetMs;
   const total: RunCounts = { claimed: 0, done: 0, continued: 0, retried: 0, failed: 0, cancelled: 0, lost: 0, released: 0 };
   for (;;) {
-    const counts = await runSteps(
-      {
-        sql: inv.sql,
-        registry: inv.registry,
-        workerId: inv.workerId,
-        pool: inv.config.pool,
-        concurrency: inv.config.stepConcurrency,
-        alerts: inv.alerts,
-        log: inv.config.logSteps ? (line) => inv.log({ ...line }) : undefined,
-      },
-      { budgetMs: Math.max(0, deadline - Date.now()) },
-    );
+    const counts = await runSteps(stepRunner(inv), {
+      budgetMs: Math.max(0, deadline - Date.now()),
+      stopClaiming: () => inv.usage.exhausted() !== null,
+    });
     for (const k of Object.keys(total) as Array<keyof RunCounts>) total[k] += counts[k];
     const left = deadline - Date.now();
-    if (left <= 0) return total;
+    if (left <= 0 || !waitForDue || inv.usage.exhausted() !== null) return total;
     const dueIn = await nextDueInMs(inv.sql, inv.config.pool);
     if (dueIn === null || dueIn >= left) return total;
     // due now yet nothing was claimed: blocked (behind its dedupe key, at a limit), not waiting for time
     if (dueIn <= 0 && counts.claimed === 0) return total;
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, dueIn) + 5));
   }
+}
+
+/** The engine's runner for this invocation's steps. */
+export function stepRunner(inv: Invocation): Runner {
+  return {
+    sql: inv.sql,
+    registry: inv.registry,
+    workerId: inv.workerId,
+    pool: inv.config.pool,
+    concurrency: inv.config.stepConcurrency,
+    alerts: inv.alerts,
+    log: inv.config.logSteps ? (line) => inv.log({ ...line }) : undefined,
+  };
 }

@@ -1,6 +1,7 @@
 import {
   claimLeaderLease, errorText, runMaintenance, type LeaderLease, type MaintenancePass, type MaintenanceResults, type RunCounts,
 } from '../queue/index.ts';
+import { ensureDispatcherArmed } from './dispatch/wake.ts';
 import { drain, type Invocation } from './invocation.ts';
 import { SCHEDULES, type Schedule } from './schedules.ts';
 
@@ -15,6 +16,8 @@ export interface TickResult {
   maintenance: MaintenanceResults | null;
   /** The passes that threw this tick (each logged and alerted); the others and the drain still ran. */
   failed: MaintenancePass[];
+  /** The pool's shard 0: `armed` as found, `rearmed` (its alarm was lost), `off` (DISPATCH_SHARDS 0), `unavailable` (the call failed). */
+  dispatcher: 'armed' | 'rearmed' | 'off' | 'unavailable';
   steps: RunCounts;
 }
 
@@ -26,9 +29,9 @@ export interface TickOptions {
 /**
  * The per-minute tick: take or renew the leader lease (holder = this deployment's pool), run the
  * engine's maintenance (runMaintenance: every pass isolated, one clock) on the leader only, then
- * drain due steps for the time budget. Overlapping ticks are safe: the lease decides who
- * maintains, and claims never hand one job to two owners. A tick whose lease call fails does no
- * maintenance but still drains.
+ * re-arm the pool's dispatcher if its alarm was lost, then drain due steps for the time budget.
+ * Overlapping ticks are safe: the lease decides who maintains, and claims never hand one job to
+ * two owners. A tick whose lease call fails does no maintenance but still drains.
  */
 export async function runTick(inv: Invocation, now: Date, options: TickOptions = {}): Promise<TickResult> {
   const { sql, config } = inv;
@@ -39,6 +42,17 @@ export async function runTick(inv: Invocation, now: Date, options: TickOptions =
   const run = leader.isLeader
     ? await runMaintenance(sql, { now, schedules: options.schedules ?? SCHEDULES, alerts: inv.alerts, config, log: inv.log, scrub: inv.scrub })
     : null;
+  const dispatcher = await checkDispatcher(inv);
   const steps = await drain(inv, config.tickBudgetMs);
-  return { leader, maintenance: run?.results ?? null, failed: run?.failed ?? [], steps };
+  return { leader, maintenance: run?.results ?? null, failed: run?.failed ?? [], dispatcher, steps };
+}
+
+async function checkDispatcher(inv: Invocation): Promise<TickResult['dispatcher']> {
+  if (inv.config.dispatchShards === 0) return 'off';
+  try {
+    return (await ensureDispatcherArmed(inv.env, inv.config.pool)) ? 'rearmed' : 'armed';
+  } catch (error) {
+    inv.log({ level: 'error', msg: 'the dispatcher could not be re-armed', error: errorText(error) });
+    return 'unavailable';
+  }
 }

@@ -482,6 +482,8 @@ CREATE UNIQUE INDEX jobs_dedupe_active_uq ON worker.jobs USING btree (dedupe_key
 
 CREATE UNIQUE INDEX jobs_dedupe_waiting_uq ON worker.jobs USING btree (dedupe_key) WHERE ((status = 'queued'::text) AND (started_at IS NULL) AND (dedupe_key IS NOT NULL));
 
+CREATE INDEX jobs_due_idx ON worker.jobs USING btree (run_at) WHERE (status = 'queued'::text);
+
 CREATE INDEX jobs_finished_idx ON worker.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
 CREATE INDEX jobs_lease_idx ON worker.jobs USING btree (locked_until) WHERE (status = 'running'::text);

@@ -42,7 +42,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   let idleDelay = IDLE_FIRST_WAIT_MS;
   /** When the last lease claimed so far ends, as first granted (Date.now() time). */
   let leasesEnd = 0;
-  const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs;
+  const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs || options.stopClaiming?.() === true;
   const running = () => inflight.size - completions.waiting;
   try {
     while (!stopping()) {

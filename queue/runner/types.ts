@@ -45,6 +45,11 @@ export interface RunOptions {
   budgetMs?: number;
   /** Stop after this many steps. */
   maxJobs?: number;
+  /**
+   * Asked before each claim: true stops claiming (in-flight steps finish), like a spent budget.
+   * The Worker stops here before a per-invocation platform limit (subrequests, CPU) is reached.
+   */
+  stopClaiming?: () => boolean;
   /** Shutdown: stop claiming; in-flight steps get `graceMs`, then are aborted and their leases released. */
   signal?: AbortSignal;
   graceMs?: number;

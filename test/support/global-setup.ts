@@ -17,6 +17,12 @@ declare module 'vitest' {
     templateDatabase: string;
     /** The sandbox server (Depot, DigitalOcean, Stripe) for tests inside workerd. */
     sandboxUrl: string;
+    /**
+     * The clock tests' database: the Worker's own Hyperdrive binding points at it, because the
+     * dispatchers (Durable Objects) connect through the binding they were deployed with, not
+     * through a test file's override. Clock test files share it and keep apart by pool.
+     */
+    clockDatabaseUrl: string;
   }
 }
 
@@ -52,10 +58,14 @@ export default async function setup(project: TestProject) {
   const templateSql = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
   await migrate(templateSql as never);
   await templateSql.end();
+  const clockDatabase = `sbc_${process.pid}`;
+  await admin.unsafe(`drop database if exists ${clockDatabase} with (force)`);
+  await admin.unsafe(`create database ${clockDatabase} template ${template}`);
   const sandbox = await startSandbox({ providers: allProviders() });
   project.provide('adminDatabaseUrl', adminUrl);
   project.provide('templateDatabase', template);
   project.provide('sandboxUrl', sandbox.url);
+  project.provide('clockDatabaseUrl', withDatabase(adminUrl, clockDatabase));
   return async () => {
     // (each step even when one before it throws: an embedded server left running outlives the run)
     try {
@@ -67,6 +77,7 @@ export default async function setup(project: TestProject) {
       const prefixes = [`sbt\\_${process.pid}\\_%`, `sbw\\_${process.pid}\\_%`];
       const leftovers = await admin`select datname from pg_database where datname like any(${prefixes})`;
       for (const { datname } of leftovers) await admin.unsafe(`drop database if exists ${datname} with (force)`);
+      await admin.unsafe(`drop database if exists ${clockDatabase} with (force)`);
       await admin.unsafe(`drop database if exists ${template} with (force)`);
     } finally {
       await admin.end();

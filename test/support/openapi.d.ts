@@ -1290,6 +1290,100 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/dispatchers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This pool's dispatchers: when each alarm is set for and what the last one did */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description one entry per shard (none when DISPATCH_SHARDS is 0) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            pool: string;
+                            shards: {
+                                pool: string;
+                                shard: number;
+                                /**
+                                 * Format: date-time
+                                 * @description when its alarm is set for; null: not armed
+                                 */
+                                alarmAt: string | null;
+                                alarms: number;
+                                /** @description alarms that found nothing due */
+                                idlePolls: number;
+                                claimed: number;
+                                failures: number;
+                                /** Format: date-time */
+                                lastAlarmAt: string | null;
+                                last: {
+                                    claimed: number;
+                                    /**
+                                     * @description drained: nothing more due; blocked: due steps none could claim; cpu / subrequests: stopped before that per-invocation limit; error: the alarm failed
+                                     * @enum {string}
+                                     */
+                                    stoppedBy: "drained" | "blocked" | "cpu" | "subrequests" | "error";
+                                    /** @description the shards this alarm woke for a burst */
+                                    woke: number[];
+                                    /** Format: date-time */
+                                    nextAt: string | null;
+                                    error?: string;
+                                } | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/pushes": {
         parameters: {
             query?: never;

@@ -56,6 +56,7 @@ const SCOPES: Record<string, Scope[]> = {
   'POST /v1/jobs/:id/release': ['admin'],
   'POST /v1/leader/release': ['admin'],
   'GET /v1/leader': ['admin', 'metrics'],
+  'GET /v1/dispatchers': ['admin', 'metrics'],
   'POST /v1/maintenance/rescue': ['admin'],
   'POST /v1/pushes': ['enqueue'],
   'GET /v1/builds/:id/logs': ['enqueue', 'admin'],

@@ -21,7 +21,7 @@ export interface WorkerHarness {
   /** A client on the file's database, for arranging and checking rows. */
   sql: Sql;
   /** A request through the Worker's fetch handler; waits for its waitUntil work (the kick). */
-  request(path: string, init?: RequestInit & { token?: keyof typeof TOKENS | null; json?: unknown }): Promise<Response>;
+  request(path: string, init?: RequestInitWith): Promise<Response>;
   /** A Cron Trigger through the Worker's scheduled handler. */
   trigger(cron: string, scheduledTime?: Date, envOverrides?: Partial<TestEnv>): Promise<void>;
 }
@@ -71,17 +71,7 @@ export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Pro
   return {
     env: harnessEnv,
     sql,
-    async request(path, init = {}) {
-      const { token = 'admin', json, ...rest } = init;
-      const headers = new Headers(rest.headers);
-      if (token) headers.set('authorization', `Bearer ${TOKENS[token]}`);
-      if (json !== undefined) headers.set('content-type', 'application/json');
-      const req = new Request(`http://worker.test${path}`, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
-      const ctx = createExecutionContext();
-      const res = await worker.fetch(req as never, harnessEnv, ctx);
-      await waitOnExecutionContext(ctx);
-      return res as unknown as Response;
-    },
+    request: (path, init) => requestThrough(harnessEnv, path, init),
     async trigger(cron, scheduledTime = new Date(), envOverrides = {}) {
       const controller = createScheduledController({ cron, scheduledTime });
       const ctx = createExecutionContext();
@@ -89,6 +79,21 @@ export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Pro
       await waitOnExecutionContext(ctx);
     },
   };
+}
+
+export type RequestInitWith = RequestInit & { token?: keyof typeof TOKENS | null; json?: unknown };
+
+/** A request through the Worker's fetch handler with `env`; waits for its waitUntil work (the kick, a wake-up). */
+export async function requestThrough(env: WorkerEnv, path: string, init: RequestInitWith = {}): Promise<Response> {
+  const { token = 'admin', json, ...rest } = init;
+  const headers = new Headers(rest.headers);
+  if (token) headers.set('authorization', `Bearer ${TOKENS[token]}`);
+  if (json !== undefined) headers.set('content-type', 'application/json');
+  const req = new Request(`http://worker.test${path}`, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
+  const ctx = createExecutionContext();
+  const res = await worker.fetch(req as never, env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res as unknown as Response;
 }
 
 export async function countJobs(sql: Sql, where?: ReturnType<Sql>): Promise<number> {
