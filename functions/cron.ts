@@ -10,7 +10,7 @@ import { runTick } from './tick.ts';
 export async function scheduled(controller: ScheduledController, env: WorkerEnv): Promise<void> {
   // a manually fired event (wrangler dev's /__scheduled) may carry no scheduled time
   const now = Number.isFinite(controller.scheduledTime) ? new Date(controller.scheduledTime) : new Date();
-  const inv = await openInvocation(env);
+  const inv = await openInvocation(env, { role: controller.cron === TICK_CRON ? 'tick' : 'cron' });
   try {
     if (controller.cron === TICK_CRON) {
       const result = await runTick(inv, now);

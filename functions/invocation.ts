@@ -23,7 +23,7 @@ export interface Invocation {
   alerts: Alerts;
   /** What this invocation has spent of the platform's per-invocation limits (subrequests, time, connections). */
   usage: InvocationUsage;
-  /** This invocation's id in locked_by: `<pool>:<random>`. */
+  /** This invocation's id in locked_by: `<pool>:<role>:<random>`, the role saying which clock ran the step. */
   workerId: string;
   /** One JSON line on stdout, with every secret value of the env scrubbed out. */
   log(line: Record<string, unknown>): void;
@@ -79,11 +79,14 @@ const DEFAULT_BUDGETS: WorkerConfig['budgets'] = { cpuMs: 20_000, subrequests: 9
 // Registries are synced to the engine's job types once per isolate and database.
 const syncedDatabases = new Set<string>();
 
+/** Which entry point an invocation is: a request (and its kick), the tick, a schedule's cron, a dispatcher shard's alarm. */
+export type InvocationRole = 'request' | 'tick' | 'cron' | `dispatcher-${number}`;
+
 /**
  * `pool` overrides the deployment's POOL: a dispatcher serves the pool it was woken for. The
  * usage counter is the one the entry point runs under (withUsage), or a fresh one.
  */
-export async function openInvocation(env: WorkerEnv, options: { pool?: string } = {}): Promise<Invocation> {
+export async function openInvocation(env: WorkerEnv, options: { pool?: string; role?: InvocationRole } = {}): Promise<Invocation> {
   installFetchCounting();
   const deployed = readConfig(env);
   const config = options.pool === undefined || options.pool === deployed.pool ? deployed : { ...deployed, pool: options.pool };
@@ -104,7 +107,7 @@ export async function openInvocation(env: WorkerEnv, options: { pool?: string } 
     alerts: webhook
       ? new WebhookAlerts({ url: webhook, scrub, ...(dashboardUrl ? { jobLinkBase: `${dashboardUrl}/dashboard/jobs/` } : {}) })
       : new LogAlerts((line) => console.error(scrub(line))),
-    workerId: `${config.pool}:${crypto.randomUUID().slice(0, 8)}`,
+    workerId: `${config.pool}:${options.role ?? 'request'}:${crypto.randomUUID().slice(0, 8)}`,
     log,
     scrub,
     async close() {

@@ -80,3 +80,8 @@ function nextAlarmAt(inv: Invocation, shard: number, stoppedBy: AlarmReport['sto
   const due = now + Math.max(0, dueIn);
   return poll === null ? due : Math.min(due, poll);
 }
+
+/** After `failuresInRow` failed alarms (the database unreachable, say): 1 s, doubling to a minute. */
+export function retryAfterFailureMs(failuresInRow: number): number {
+  return Math.min(60_000, 1_000 * 2 ** Math.max(0, failuresInRow - 1));
+}

@@ -4,13 +4,10 @@ import { readConfig, type WorkerEnv } from '../config.ts';
 import { envSecrets, openInvocation } from '../invocation.ts';
 import { scrubText } from '../lib/redact.ts';
 import { InvocationUsage, withUsage } from '../usage.ts';
-import { drainForAlarm } from './alarm-drain.ts';
+import { drainForAlarm, retryAfterFailureMs } from './alarm-drain.ts';
 import type { AlarmReport, DispatcherStatus, WakeRequest } from './names.ts';
 import { wakeDispatcher } from './wake.ts';
 
-/** After a failed alarm (the database unreachable, say), the next try waits 1 s, doubling to a minute. */
-const FAILURE_BACKOFF_MS = 1_000;
-const FAILURE_BACKOFF_MAX_MS = 60_000;
 
 interface Identity {
   pool: string;
@@ -96,7 +93,7 @@ export class Dispatcher extends DurableObject<WorkerEnv> {
       // Not rethrown: the runtime's own alarm retries give up after a few; this keeps trying, slower.
       stats.failures++;
       stats.failingSince++;
-      nextAt = Date.now() + Math.min(FAILURE_BACKOFF_MAX_MS, FAILURE_BACKOFF_MS * 2 ** (stats.failingSince - 1));
+      nextAt = Date.now() + retryAfterFailureMs(stats.failingSince);
       const text = scrubText(errorText(error), envSecrets(this.env));
       stats.last = { claimed: 0, stoppedBy: 'error', woke: [], nextAt: new Date(nextAt).toISOString(), error: text };
       console.error(JSON.stringify({ level: 'error', msg: 'dispatcher alarm failed', pool: identity.pool, shard: identity.shard, error: text }));
@@ -107,7 +104,7 @@ export class Dispatcher extends DurableObject<WorkerEnv> {
   }
 
   private async drain(identity: Identity) {
-    const inv = await openInvocation(this.env, { pool: identity.pool });
+    const inv = await openInvocation(this.env, { pool: identity.pool, role: `dispatcher-${identity.shard}` });
     try {
       return await drainForAlarm(inv, identity.shard, (shard) => wakeDispatcher(this.env, { pool: identity.pool, shard, at: Date.now() }));
     } finally {

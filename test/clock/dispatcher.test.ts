@@ -107,5 +107,9 @@ describe('the dispatcher keeps time', () => {
     const statuses = await h.statuses();
     const drained = statuses.filter((s) => s.claimed > 0);
     expect(drained.length).toBeGreaterThan(1); // shards other than 0 took part
+    // and their invocations were the owners of record (locked_by is <pool>:<role>:<id>)
+    const roles = await h.sql<{ role: string }[]>`select distinct split_part(locked_by, ':', 2) as role from worker.jobs where id = any(${ids}::uuid[]) order by 1`;
+    expect(roles.length).toBeGreaterThan(1);
+    expect(roles.every((r) => /^dispatcher-[0-3]$/.test(r.role))).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { drainForAlarm } from '../../functions/dispatch/alarm-drain.ts';
+import { drainForAlarm, retryAfterFailureMs } from '../../functions/dispatch/alarm-drain.ts';
 import { drain, openInvocation, type Invocation } from '../../functions/invocation.ts';
 import { InvocationUsage, withUsage } from '../../functions/usage.ts';
 import { defineJobType, done, enqueueBatch, JobRegistry } from '../../queue/index.ts';
@@ -117,5 +117,11 @@ describe('per-invocation budgets', () => {
     // 7 due, one step at a time per invocation: every other shard of the 4 was woken, once
     expect(woken.sort()).toEqual([1, 2, 3]);
     expect(await statuses('budget_slow')).toEqual([{ status: 'done', n: 6 }, { status: 'queued', n: 4 }]);
+  });
+});
+
+describe('a failed alarm', () => {
+  it('is tried again after 1 s, doubling to a minute', () => {
+    expect([1, 2, 3, 6, 7, 8, 50].map(retryAfterFailureMs)).toEqual([1_000, 2_000, 4_000, 32_000, 60_000, 60_000, 60_000]);
   });
 });
