@@ -1,5 +1,5 @@
 import type { FC } from 'hono/jsx';
-import { JOB_STATUSES, stepFailures, type InProgressJob, type Job, type JobStatus } from '../../queue/index.ts';
+import { isInProgress, JOB_STATUSES, stepFailures, type InProgressJob, type Job, type JobStatus } from '../../queue/index.ts';
 import { alertTitle } from '../lib/alert-kinds.ts';
 import { age, DepthChart, JobLink, StatusBadge, STATUS_COLOURS, Time } from './components.tsx';
 import { Layout } from './layout.tsx';
@@ -142,7 +142,7 @@ const RecentJobs: FC<{ d: OverviewData }> = ({ d }) => (
           <tr class={`row-${j.status}`} data-job={j.id}>
             <td class="mono"><JobLink id={j.id} /></td>
             <td>{j.type}</td>
-            <td><StatusBadge status={j.status} /></td>
+            <td><StatusBadge status={j.status} />{j.status === 'queued' && isInProgress(j) ? <span class="muted" data-between-steps=""> in progress</span> : null}</td>
             <td>{j.step}</td>
             <td>{stepFailures(j)}/{j.maxAttempts}</td>
             <td><Time at={j.createdAt} now={d.now} /></td>

@@ -102,6 +102,7 @@ describe('the dashboard', () => {
     expect(filtered).toContain(`data-job="${ids.between}"`);
     expect(filtered).not.toContain(`data-job="${ids.waiting}"`);
     expect(filtered).toContain('name="inProgress" value="true" checked=""');
+    expect(filtered).toMatch(new RegExp(`data-job="${ids.between}">.*?data-status="queued">queued</span><span class="muted" data-between-steps=""> in progress</span>`));
   });
 
   it('shows on the job page whether the job is in progress, its current step, when the next is due, and its failures', async () => {
