@@ -54,6 +54,9 @@ describe('the API', () => {
     expect(job).toMatchObject({ status: 'queued', step: 'count', attempts: 0, inProgress: true, currentStep: 'count' });
     expect(job.nextStepAt).toBe(job.runAt);
     expect(Date.parse(job.nextStepAt!) - Date.now()).toBeGreaterThan(50_000);
+    // an event's attempt is the try's number: the first step's first try was 1
+    const { events } = (await (await h.request(`/v1/jobs/${ids.between}`)).json()) as { events: Array<{ kind: string; detail: Record<string, unknown> }> };
+    expect(events.find((e) => e.kind === 'claimed')!.detail).toMatchObject({ attempt: 1, step: 'start' });
   });
 
   it('reads attempts as failures of the current step: 0 while the first try runs, 1 after a failed try', async () => {
