@@ -1,7 +1,7 @@
 import type { Queryable } from '../db.ts';
 import type { DepthPoint } from '../dashboard-read.ts';
 import type { Job, JobStatus } from '../job.ts';
-import { IN_PROGRESS } from './jobs.ts';
+import { inProgressCondition } from './jobs.ts';
 import { parseJobRow } from './rows.ts';
 import { at } from './clock.ts';
 
@@ -35,7 +35,7 @@ export async function newestJobs(sql: Queryable, filter: { status?: JobStatus; t
      where true
        ${filter.status ? sql`and status = ${filter.status}` : sql``}
        ${filter.type ? sql`and type = ${filter.type}` : sql``}
-       ${filter.inProgress ? sql`and ${IN_PROGRESS(sql)}` : sql``}
+       ${filter.inProgress ? sql`and ${inProgressCondition(sql)}` : sql``}
      order by id desc  -- ids are UUIDv7: newest first, on the primary key
      limit ${filter.limit}`;
   return rows.map(parseJobRow);

@@ -9,7 +9,7 @@ import { int, jobStatus, parseJobEventRow, parseJobRow, record, text, textOrNull
 /** Reads of worker.jobs and worker.job_events: the HTTP API, the CLI, the dashboard and the platform's jobs. */
 
 /** Started and not finished: queue/progress.ts's isInProgress, as SQL (status is never null). */
-export const IN_PROGRESS = (sql: Queryable) => sql`(status = 'running' or (status = 'queued' and started_at is not null))`;
+export const inProgressCondition = (sql: Queryable) => sql`(status = 'running' or (status = 'queued' and started_at is not null))`;
 
 export async function jobById(sql: Queryable, id: string): Promise<Job | null> {
   const [row] = await sql`select * from worker.jobs where id = ${id}`;
@@ -32,7 +32,7 @@ export async function jobPage(
      where true
        ${filter.status ? sql`and status = ${filter.status}` : sql``}
        ${filter.type ? sql`and type = ${filter.type}` : sql``}
-       ${filter.inProgress === undefined ? sql`` : filter.inProgress ? sql`and ${IN_PROGRESS(sql)}` : sql`and not ${IN_PROGRESS(sql)}`}
+       ${filter.inProgress === undefined ? sql`` : filter.inProgress ? sql`and ${inProgressCondition(sql)}` : sql`and not ${inProgressCondition(sql)}`}
        ${filter.beforeId ? sql`and id < ${filter.beforeId}::uuid` : sql``}
      order by id desc
      limit ${limit}`;

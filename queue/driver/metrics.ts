@@ -2,6 +2,7 @@ import type { Queryable } from '../db.ts';
 import type { JobStatus } from '../job.ts';
 import type { MetricsSnapshot } from '../metrics.ts';
 import { at } from './clock.ts';
+import { inProgressCondition } from './jobs.ts';
 
 /**
  * The metrics read model's queries, run at once so one snapshot reads one state of the fleet.
@@ -28,10 +29,9 @@ export async function readMetricReadings(sql: Queryable, options: { stuckJobMs: 
   const now = at(sql, options.now);
   const [types, depth, ages, stuck, bounds, steps, counters, schedules, alerts, tick] = await Promise.all([
     sql<{ type: string }[]>`select type from worker.job_types order by type`,
-    // One scan gives both: a row in progress is running, or queued and started (queue/progress.ts).
+    // One scan gives both: the depth and, of it, the rows in progress (queue/progress.ts).
     sql<{ status: JobStatus; type: string; n: number; in_progress: number }[]>`
-      select status, type, count(*)::int as n,
-             count(*) filter (where status = 'running' or (status = 'queued' and started_at is not null))::int as in_progress
+      select status, type, count(*)::int as n, count(*) filter (where ${inProgressCondition(sql)})::int as in_progress
         from worker.jobs group by 1, 2 order by 1, 2`,
     sql<AgeRow[]>`
       select (select count(*)::int from worker.jobs where status = 'queued' and run_at <= ${now}) as due,
