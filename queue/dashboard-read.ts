@@ -5,13 +5,19 @@ import type { Job, JobStatus } from './job.ts';
 
 /** What the dashboard reads beyond inspect.ts: each a single short query. */
 
-export type StatusCounts = Record<JobStatus, number> & { due: number };
+/**
+ * Jobs by status, plus `due` (queued and due), `inProgress` (started and not finished: running,
+ * or queued between steps) and `waiting` (those of them queued between steps).
+ */
+export type StatusCounts = Record<JobStatus, number> & { due: number; inProgress: number; waiting: number };
 
 export async function countsByStatus(sql: Queryable, options: { now?: Date } = {}): Promise<StatusCounts> {
   const rows = await driver.jobCountsByStatus(sql);
   const due = await driver.dueJobCount(sql, options.now);
-  const counts: StatusCounts = { queued: 0, running: 0, done: 0, failed: 0, cancelled: 0, oom_killed: 0, due };
+  const counts: StatusCounts = { queued: 0, running: 0, done: 0, failed: 0, cancelled: 0, oom_killed: 0, due, inProgress: 0, waiting: 0 };
   for (const r of rows) counts[r.status] = r.n;
+  counts.waiting = rows.find((r) => r.status === 'queued')?.started ?? 0;
+  counts.inProgress = counts.running + counts.waiting;
   return counts;
 }
 
@@ -27,7 +33,7 @@ export async function depthSince(sql: Queryable, sinceMs: number, options: { now
   return driver.depthSnapshotsSince(sql, sinceMs, options.now);
 }
 
-export async function recentJobs(sql: Queryable, filter: { status?: JobStatus; type?: string; limit?: number }): Promise<Job[]> {
+export async function recentJobs(sql: Queryable, filter: { status?: JobStatus; type?: string; inProgress?: boolean; limit?: number }): Promise<Job[]> {
   return driver.newestJobs(sql, { ...filter, limit: filter.limit ?? 25 });
 }
 

@@ -13,6 +13,7 @@ export * from './alerts.ts';
 export * from './registry.ts';
 export * from './runner.ts';
 export * from './inspect.ts';
+export * from './progress.ts';
 export * from './jobs-query.ts';
 export * from './dashboard-read.ts';
 export * from './dashboard-sessions.ts';

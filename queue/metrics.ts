@@ -13,6 +13,8 @@ export interface MetricsSnapshot {
   types: string[];
   /** Jobs by status and type (rows currently retained). */
   depth: { status: JobStatus; type: string; n: number }[];
+  /** Jobs in progress (started, not finished) by status — running, or queued between steps — and type; none absent. */
+  inProgress: { status: JobStatus; type: string; n: number }[];
   /** Queued jobs that are due. */
   due: number;
   /** Seconds the oldest due queued job has waited since its run_at (0 when none). */

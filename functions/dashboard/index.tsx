@@ -1,7 +1,7 @@
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
-  cancelJob, failJobPermanently, getJob, JOB_STATUSES, readLeaderLease, requeueJob, runningJobs, type JobStatus,
+  cancelJob, failJobPermanently, getJob, JOB_STATUSES, readLeaderLease, requeueJob, type JobStatus,
 } from '../../queue/index.ts';
 import { scopesOf } from '../http/auth.ts';
 import { archivedLog } from '../http/archived-log.ts';
@@ -11,7 +11,7 @@ import { SECURITY_HEADERS } from './layout.tsx';
 import { JobPage } from './job-page.tsx';
 import { OverviewPage } from './overview-page.tsx';
 import { ErrorPage, LoginPage } from './pages.tsx';
-import { countsByStatus, depthSince, jobTypes, openAlerts, recentJobs, resolveAlert } from './queries.ts';
+import { countsByStatus, depthSince, inProgressJobs, jobTypes, openAlerts, recentJobs, resolveAlert } from './queries.ts';
 import {
   clearSessionCookie, createSession, endAllSessions, endSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf,
   sessionStoreOf, setSessionCookie, type DashboardEnv,
@@ -26,6 +26,8 @@ import {
 export const dashboard = new Hono<DashboardEnv>();
 
 const DEPTH_WINDOW_MS = 6 * 3_600_000;
+/** Rows of the overview's in-progress table (its heading counts them all). */
+const IN_PROGRESS_SHOWN = 50;
 
 // A header the route set itself is kept (the build log's stricter, sandboxing CSP).
 const securityHeaders: MiddlewareHandler<DashboardEnv> = async (c, next) => {
@@ -89,11 +91,12 @@ dashboard.get('/', requireSession(), async (c) => {
   const filter = {
     status: JOB_STATUSES.includes(status as JobStatus) ? (status as JobStatus) : undefined,
     type: type && /^[a-z][a-z0-9_]{0,62}$/.test(type) ? type : undefined,
+    inProgress: c.req.query('inProgress') === 'true' ? true : undefined,
   };
-  const [counts, depth, running, recent, types, leaseRow, alerts, [clock]] = await Promise.all([
+  const [counts, depth, inProgress, recent, types, leaseRow, alerts, [clock]] = await Promise.all([
     countsByStatus(inv.sql),
     depthSince(inv.sql, DEPTH_WINDOW_MS),
-    runningJobs(inv.sql),
+    inProgressJobs(inv.sql, { limit: IN_PROGRESS_SHOWN }),
     recentJobs(inv.sql, { ...filter, limit: 25 }),
     jobTypes(inv.sql),
     readLeaderLease(inv.sql),
@@ -107,7 +110,7 @@ dashboard.get('/', requireSession(), async (c) => {
       counts={counts}
       depth={depth}
       depthWindowMs={DEPTH_WINDOW_MS}
-      running={running}
+      inProgress={inProgress}
       stuckMs={inv.config.stuckJobMs}
       recent={recent}
       filter={filter}

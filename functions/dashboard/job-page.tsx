@@ -1,5 +1,5 @@
 import type { FC } from 'hono/jsx';
-import { TERMINAL_STATUSES, type Job, type JobEvent } from '../../queue/index.ts';
+import { jobProgress, TERMINAL_STATUSES, type Job, type JobEvent } from '../../queue/index.ts';
 import { eventJson, jobJson } from '../http/serialize.ts';
 import { age, Json, shortId, StatusBadge, time } from './components.tsx';
 import { Layout } from './layout.tsx';
@@ -56,12 +56,29 @@ const JobActions: FC<{ job: Job; csrf: string }> = ({ job, csrf }) => {
   );
 };
 
+/** Where the job is. The try a running step is on is its failures so far plus one. */
+function progressText(job: Job, now: Date): string {
+  const p = jobProgress(job);
+  if (!p.inProgress) return job.startedAt ? 'no: finished' : 'no: not started';
+  if (job.status === 'running') return `yes: running step ${job.step}, attempt ${p.failures + 1} of ${job.maxAttempts}`;
+  if (!p.nextStepAt) return `yes: parked at step ${job.step} until resumed`;
+  const wait = p.nextStepAt.getTime() - now.getTime();
+  return `yes: waiting, step ${job.step} due ${wait <= 0 ? 'now' : `in ${age(wait)}`} (${time(p.nextStepAt)})`;
+}
+
+const Progress: FC<{ job: Job; now: Date }> = ({ job, now }) => (
+  <>
+    <dt>in progress</dt><dd id="in-progress" data-in-progress={String(jobProgress(job).inProgress)}>{progressText(job, now)}</dd>
+    <dt>failures</dt><dd id="failures">{jobProgress(job).failures} of {job.maxAttempts} (of the current step)</dd>
+  </>
+);
+
 const JobFields: FC<{ job: Job; now: Date; scrub: (text: string) => string }> = ({ job, now, scrub }) => (
   <section class="panel">
     <h2>Job</h2>
     <dl class="fields">
       <dt>step</dt><dd>{job.step}</dd>
-      <dt>attempts</dt><dd>{job.attempts} of {job.maxAttempts}</dd>
+      <Progress job={job} now={now} />
       <dt>priority</dt><dd>{job.priority}</dd>
       <dt>run at</dt><dd>{time(job.runAt)}</dd>
       <dt>owner</dt><dd class="mono">{job.lockedBy ?? '–'}</dd>

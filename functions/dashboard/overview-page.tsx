@@ -1,21 +1,22 @@
 import type { FC } from 'hono/jsx';
-import { JOB_STATUSES, type Job, type JobStatus, type RunningJob } from '../../queue/index.ts';
+import { isInProgress, JOB_STATUSES, stepFailures, type InProgressJob, type Job, type JobStatus } from '../../queue/index.ts';
 import { alertTitle } from '../lib/alert-kinds.ts';
 import { age, DepthChart, JobLink, StatusBadge, STATUS_COLOURS, Time } from './components.tsx';
 import { Layout } from './layout.tsx';
 import { Csrf, TopBar, type Lease } from './pages.tsx';
-import type { DepthPoint, OpenAlert } from './queries.ts';
+import type { DepthPoint, OpenAlert, StatusCounts } from './queries.ts';
 
 export interface OverviewData {
   now: Date;
   csrf: string;
-  counts: Record<JobStatus, number> & { due: number };
+  counts: StatusCounts;
   depth: DepthPoint[];
   depthWindowMs: number;
-  running: RunningJob[];
+  /** Running jobs, then those queued between steps (at most IN_PROGRESS_SHOWN). */
+  inProgress: InProgressJob[];
   stuckMs: number;
   recent: Job[];
-  filter: { status?: JobStatus; type?: string };
+  filter: { status?: JobStatus; type?: string; inProgress?: boolean };
   types: string[];
   lease: Lease;
   alerts: OpenAlert[];
@@ -31,6 +32,10 @@ const Counters: FC<{ d: OverviewData }> = ({ d }) => (
         <div class="n">{d.counts[s]}</div>
       </a>
     ))}
+    <a class="card" href="/?inProgress=true" style={`--c:${STATUS_COLOURS.running}`} data-counter="in_progress" title="started and not finished: running, or queued between steps">
+      <div class="label">in progress</div>
+      <div class="n">{d.counts.inProgress}</div>
+    </a>
     <div class="card" data-counter="due">
       <div class="label">due now</div>
       <div class="n">{d.counts.due}</div>
@@ -38,27 +43,36 @@ const Counters: FC<{ d: OverviewData }> = ({ d }) => (
   </div>
 );
 
-const Running: FC<{ d: OverviewData }> = ({ d }) => (
-  <section class="panel" id="running">
-    <h2>Running ({d.running.length})</h2>
-    {d.running.length === 0 ? (
-      <p class="muted">Nothing is running.</p>
+/** What an in-progress job is doing now: its step running for so long, or waiting for its next step. */
+const Doing: FC<{ j: InProgressJob; d: OverviewData }> = ({ j, d }) => {
+  if (j.runningForMs !== null) return <>running for {age(j.runningForMs)}{j.runningForMs > d.stuckMs ? ' (stuck)' : ''}</>;
+  if (j.nextStepAt === null) return <>parked (until resumed)</>;
+  return <>next step <Time at={j.nextStepAt} now={d.now} /></>;
+};
+
+const InProgress: FC<{ d: OverviewData }> = ({ d }) => (
+  <section class="panel" id="in-progress">
+    <h2>In progress ({d.counts.inProgress}: {d.counts.running} running, {d.counts.waiting} between steps)</h2>
+    {d.inProgress.length === 0 ? (
+      <p class="muted">Nothing is in progress.</p>
     ) : (
       <table>
-        <thead><tr><th>job</th><th>type</th><th>step</th><th>owner</th><th>running for</th></tr></thead>
+        <thead><tr><th>job</th><th>type</th><th>step</th><th>owner</th><th>now</th><th>failures</th></tr></thead>
         <tbody>
-          {d.running.map((r) => (
-            <tr class={r.runningForMs > d.stuckMs ? 'row-failed' : 'row-running'}>
-              <td class="mono"><JobLink id={r.id} /></td>
-              <td>{r.type}</td>
-              <td>{r.step}</td>
-              <td class="mono">{r.owner ?? '–'}</td>
-              <td>{age(r.runningForMs)}{r.runningForMs > d.stuckMs ? ' (stuck)' : ''}</td>
+          {d.inProgress.map((j) => (
+            <tr class={j.runningForMs !== null && j.runningForMs > d.stuckMs ? 'row-failed' : `row-${j.status}`} data-in-progress={j.id}>
+              <td class="mono"><JobLink id={j.id} /></td>
+              <td>{j.type}</td>
+              <td>{j.step}</td>
+              <td class="mono">{j.owner ?? '–'}</td>
+              <td><Doing j={j} d={d} /></td>
+              <td>{j.failures}</td>
             </tr>
           ))}
         </tbody>
       </table>
     )}
+    {d.inProgress.length < d.counts.inProgress ? <p class="muted">The first {d.inProgress.length} shown; <a href="/?inProgress=true">all in recent jobs</a>.</p> : null}
   </section>
 );
 
@@ -116,20 +130,21 @@ const RecentJobs: FC<{ d: OverviewData }> = ({ d }) => (
           {d.types.map((t) => <option value={t} selected={d.filter.type === t}>{t}</option>)}
         </select>
       </label>
+      <label><input type="checkbox" name="inProgress" value="true" checked={d.filter.inProgress === true} /> in progress</label>
       <button type="submit">Filter</button>
-      {d.filter.status || d.filter.type ? <a href="/">clear</a> : null}
+      {d.filter.status || d.filter.type || d.filter.inProgress ? <a href="/">clear</a> : null}
     </form>
     <table>
-      <thead><tr><th>job</th><th>type</th><th>status</th><th>step</th><th>attempts</th><th>created</th><th>finished</th></tr></thead>
+      <thead><tr><th>job</th><th>type</th><th>status</th><th>step</th><th title="failures of the current step / tries a step gets">failures</th><th>created</th><th>finished</th></tr></thead>
       <tbody>
-        {d.recent.length === 0 ? <tr><td colspan={7} class="muted">No jobs{d.filter.status || d.filter.type ? ' match the filter' : ''}.</td></tr> : null}
+        {d.recent.length === 0 ? <tr><td colspan={7} class="muted">No jobs{d.filter.status || d.filter.type || d.filter.inProgress ? ' match the filter' : ''}.</td></tr> : null}
         {d.recent.map((j) => (
           <tr class={`row-${j.status}`} data-job={j.id}>
             <td class="mono"><JobLink id={j.id} /></td>
             <td>{j.type}</td>
-            <td><StatusBadge status={j.status} /></td>
+            <td><StatusBadge status={j.status} />{j.status === 'queued' && isInProgress(j) ? <span class="muted" data-between-steps=""> in progress</span> : null}</td>
             <td>{j.step}</td>
-            <td>{j.attempts}/{j.maxAttempts}</td>
+            <td>{stepFailures(j)}/{j.maxAttempts}</td>
             <td><Time at={j.createdAt} now={d.now} /></td>
             <td><Time at={j.finishedAt} now={d.now} /></td>
           </tr>
@@ -150,7 +165,7 @@ export const OverviewPage: FC<OverviewData> = (d) => (
     </section>
 
     <div class="grid2">
-      <Running d={d} />
+      <InProgress d={d} />
       <LeaderAndAlerts d={d} />
     </div>
 

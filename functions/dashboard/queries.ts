@@ -3,6 +3,6 @@
  * re-exported under the names the pages use. No SQL here: the engine owns worker.*.
  */
 export {
-  countsByStatus, depthSince, jobTypes, openAlerts, recentJobs, type DepthPoint, type OpenAlert,
+  countsByStatus, depthSince, inProgressJobs, jobTypes, openAlerts, recentJobs, type DepthPoint, type OpenAlert, type StatusCounts,
 } from '../../queue/index.ts';
 export { resolveAlertById as resolveAlert } from '../../queue/index.ts';

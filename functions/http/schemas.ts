@@ -20,8 +20,10 @@ export const jobSchema = z
     payload: z.record(z.string(), json),
     priority: z.number().int(),
     runAt: time.nullable().openapi({ description: 'null while the job is parked (waiting for a child or an operator)' }),
-    attempts: z.number().int(),
-    maxAttempts: z.number().int(),
+    attempts: z.number().int().openapi({
+      description: 'failures of the current step so far: 0 while its first try runs, +1 for each try that failed (a thrown error, a lost lease), back to 0 when the job moves on to its next step',
+    }),
+    maxAttempts: z.number().int().openapi({ description: 'tries a step gets: the job fails when a step has failed this many times' }),
     lockedUntil: time.nullable(),
     lockedBy: z.string().nullable(),
     dedupeKey: z.string().nullable(),
@@ -38,6 +40,9 @@ export const jobSchema = z
     createdAt: time,
     startedAt: time.nullable(),
     finishedAt: time.nullable(),
+    inProgress: z.boolean().openapi({ description: 'started and not finished: running, or queued between steps (or for a retry of the current step)' }),
+    currentStep: z.string().nullable().openapi({ description: 'the step the job is on while in progress; null otherwise' }),
+    nextStepAt: time.nullable().openapi({ description: 'when the next step (or the retry) is due while the job waits between steps; null while running, parked, or not in progress' }),
   })
   .openapi('Job');
 

@@ -1,10 +1,14 @@
-import { PARKED_MS, type Job, type JobEvent } from '../../queue/index.ts';
+import { jobProgress, PARKED_MS, type Job, type JobEvent } from '../../queue/index.ts';
 import type { z } from '@hono/zod-openapi';
 import { redactSecrets } from '../lib/redact.ts';
 import type { eventSchema, jobSchema } from './schemas.ts';
 
-/** A job as the API shows it: camelCase, secrets redacted, the lease token withheld. */
+/**
+ * A job as the API shows it: camelCase, secrets redacted, the lease token withheld, and its
+ * progress (queue/progress.ts): `attempts` is the failures of the current step.
+ */
 export function jobJson(job: Job): z.infer<typeof jobSchema> {
+  const progress = jobProgress(job);
   return {
     id: job.id,
     type: job.type,
@@ -12,7 +16,7 @@ export function jobJson(job: Job): z.infer<typeof jobSchema> {
     payload: redactSecrets(job.payload),
     priority: job.priority,
     runAt: job.runAt.getTime() >= PARKED_MS ? null : job.runAt.toISOString(),
-    attempts: job.attempts,
+    attempts: progress.failures,
     maxAttempts: job.maxAttempts,
     lockedUntil: job.lockedUntil?.toISOString() ?? null,
     lockedBy: job.lockedBy,
@@ -30,6 +34,9 @@ export function jobJson(job: Job): z.infer<typeof jobSchema> {
     createdAt: job.createdAt.toISOString(),
     startedAt: job.startedAt?.toISOString() ?? null,
     finishedAt: job.finishedAt?.toISOString() ?? null,
+    inProgress: progress.inProgress,
+    currentStep: progress.currentStep,
+    nextStepAt: progress.nextStepAt?.toISOString() ?? null,
   };
 }
 

@@ -1,14 +1,16 @@
 import type { Queryable } from '../db.ts';
 import type { DepthPoint } from '../dashboard-read.ts';
 import type { Job, JobStatus } from '../job.ts';
+import { inProgressCondition } from './jobs.ts';
 import { parseJobRow } from './rows.ts';
 import { at } from './clock.ts';
 
 /** The dashboard's reads of worker.jobs, worker.job_types and worker.depth_snapshots: each a single short query. */
 
-/** Jobs by status (statuses with none absent). */
-export async function jobCountsByStatus(sql: Queryable): Promise<{ status: JobStatus; n: number }[]> {
-  return sql<{ status: JobStatus; n: number }[]>`select status, count(*)::int as n from worker.jobs group by status`;
+/** Jobs by status, and how many of each have started (statuses with none absent). */
+export async function jobCountsByStatus(sql: Queryable): Promise<{ status: JobStatus; n: number; started: number }[]> {
+  return sql<{ status: JobStatus; n: number; started: number }[]>`
+    select status, count(*)::int as n, count(*) filter (where started_at is not null)::int as started from worker.jobs group by status`;
 }
 
 /** Queued jobs due at `now` (the database's now() when undefined). */
@@ -26,13 +28,14 @@ export async function depthSnapshotsSince(sql: Queryable, sinceMs: number, now: 
   return rows.map((r) => ({ at: r.at, queued: r.queued, due: r.due, running: r.running }));
 }
 
-/** The newest jobs, optionally of one status and type. */
-export async function newestJobs(sql: Queryable, filter: { status?: JobStatus; type?: string; limit: number }): Promise<Job[]> {
+/** The newest jobs, optionally of one status and type, and only those in progress. */
+export async function newestJobs(sql: Queryable, filter: { status?: JobStatus; type?: string; inProgress?: boolean; limit: number }): Promise<Job[]> {
   const rows = await sql`
     select * from worker.jobs
      where true
        ${filter.status ? sql`and status = ${filter.status}` : sql``}
        ${filter.type ? sql`and type = ${filter.type}` : sql``}
+       ${filter.inProgress ? sql`and ${inProgressCondition(sql)}` : sql``}
      order by id desc  -- ids are UUIDv7: newest first, on the primary key
      limit ${filter.limit}`;
   return rows.map(parseJobRow);

@@ -1,11 +1,15 @@
 import type { Queryable } from '../db.ts';
 import type { Job, JobEvent, JobStatus, JsonObject } from '../job.ts';
-import type { QueueDepth, RunningJob } from '../inspect.ts';
+import type { InProgressJob, QueueDepth, RunningJob } from '../inspect.ts';
+import { jobProgress } from '../progress.ts';
 import type { SubmitKeyJob } from '../jobs-query.ts';
 import { at } from './clock.ts';
-import { int, jobStatus, parseJobEventRow, parseJobRow, record, text, textOrNull, timeOrNull } from './rows.ts';
+import { int, jobStatus, parseJobEventRow, parseJobRow, record, text, textOrNull, time, timeOrNull } from './rows.ts';
 
 /** Reads of worker.jobs and worker.job_events: the HTTP API, the CLI, the dashboard and the platform's jobs. */
+
+/** Started and not finished: queue/progress.ts's isInProgress, as SQL (status is never null). */
+export const inProgressCondition = (sql: Queryable) => sql`(status = 'running' or (status = 'queued' and started_at is not null))`;
 
 export async function jobById(sql: Queryable, id: string): Promise<Job | null> {
   const [row] = await sql`select * from worker.jobs where id = ${id}`;
@@ -18,12 +22,17 @@ export async function eventsOf(sql: Queryable, jobId: string): Promise<JobEvent[
 }
 
 /** Newest first by id (UUIDv7: creation order), at most `limit`, after the cursor's id. */
-export async function jobPage(sql: Queryable, filter: { status?: JobStatus; type?: string; beforeId?: string }, limit: number): Promise<Job[]> {
+export async function jobPage(
+  sql: Queryable,
+  filter: { status?: JobStatus; type?: string; inProgress?: boolean; beforeId?: string },
+  limit: number,
+): Promise<Job[]> {
   const rows = await sql`
     select * from worker.jobs
      where true
        ${filter.status ? sql`and status = ${filter.status}` : sql``}
        ${filter.type ? sql`and type = ${filter.type}` : sql``}
+       ${filter.inProgress === undefined ? sql`` : filter.inProgress ? sql`and ${inProgressCondition(sql)}` : sql`and not ${inProgressCondition(sql)}`}
        ${filter.beforeId ? sql`and id < ${filter.beforeId}::uuid` : sql``}
      order by id desc
      limit ${limit}`;
@@ -56,6 +65,37 @@ export async function runningJobRows(sql: Queryable, olderThanMs: number | undef
       owner: textOrNull(r.locked_by, 'locked_by'),
       runningForMs: int(r.age_ms, 'age_ms'),
       lockedUntil: timeOrNull(r.locked_until, 'locked_until'),
+    };
+  });
+}
+
+/**
+ * Jobs in progress: running ones oldest step first, then those queued between steps, next due
+ * first (parked last), at most `limit`. Each half is read through its status's partial index.
+ */
+export async function inProgressJobRows(sql: Queryable, limit: number, now: Date | undefined): Promise<InProgressJob[]> {
+  const rows = await sql`
+    (select id, type, status, step, attempts, started_at, run_at, locked_by,
+            (extract(epoch from ${at(sql, now)} - claimed_at) * 1000)::bigint as age_ms, 0 as part, claimed_at as sort_at
+       from worker.jobs where status = 'running' order by claimed_at limit ${limit})
+    union all
+    (select id, type, status, step, attempts, started_at, run_at, null, null, 1, run_at
+       from worker.jobs where status = 'queued' and started_at is not null order by run_at limit ${limit})
+    order by part, sort_at
+    limit ${limit}`;
+  return rows.map((row) => {
+    const r = record(row, 'in-progress job row');
+    const job = { status: jobStatus(r.status), attempts: int(r.attempts, 'attempts'), step: text(r.step, 'step'), runAt: time(r.run_at, 'run_at'), startedAt: timeOrNull(r.started_at, 'started_at') };
+    const progress = jobProgress(job);
+    return {
+      id: text(r.id, 'id'),
+      type: text(r.type, 'type'),
+      status: job.status,
+      step: job.step,
+      owner: textOrNull(r.locked_by, 'locked_by'),
+      runningForMs: r.age_ms === null ? null : int(r.age_ms, 'age_ms'),
+      nextStepAt: progress.nextStepAt,
+      failures: progress.failures,
     };
   });
 }

@@ -2,6 +2,7 @@ import type { Queryable } from '../db.ts';
 import type { JobStatus } from '../job.ts';
 import type { MetricsSnapshot } from '../metrics.ts';
 import { at } from './clock.ts';
+import { inProgressCondition } from './jobs.ts';
 
 /**
  * The metrics read model's queries, run at once so one snapshot reads one state of the fleet.
@@ -28,7 +29,10 @@ export async function readMetricReadings(sql: Queryable, options: { stuckJobMs: 
   const now = at(sql, options.now);
   const [types, depth, ages, stuck, bounds, steps, counters, schedules, alerts, tick] = await Promise.all([
     sql<{ type: string }[]>`select type from worker.job_types order by type`,
-    sql<{ status: JobStatus; type: string; n: number }[]>`select status, type, count(*)::int as n from worker.jobs group by 1, 2 order by 1, 2`,
+    // One scan gives both: the depth and, of it, the rows in progress (queue/progress.ts).
+    sql<{ status: JobStatus; type: string; n: number; in_progress: number }[]>`
+      select status, type, count(*)::int as n, count(*) filter (where ${inProgressCondition(sql)})::int as in_progress
+        from worker.jobs group by 1, 2 order by 1, 2`,
     sql<AgeRow[]>`
       select (select count(*)::int from worker.jobs where status = 'queued' and run_at <= ${now}) as due,
              (select coalesce(extract(epoch from ${now} - min(run_at)), 0)::float8 from worker.jobs where status = 'queued' and run_at <= ${now}) as oldest_queued,
@@ -51,6 +55,7 @@ export async function readMetricReadings(sql: Queryable, options: { stuckJobMs: 
   return {
     types: types.map((t) => t.type),
     depth: depth.map((r) => ({ status: r.status, type: r.type, n: r.n })),
+    inProgress: depth.filter((r) => r.in_progress > 0).map((r) => ({ status: r.status, type: r.type, n: r.in_progress })),
     due: Number(ages[0]?.due ?? 0),
     oldestQueuedSeconds: Number(ages[0]?.oldest_queued ?? 0),
     oldestRunningSeconds: Number(ages[0]?.oldest_running ?? 0),

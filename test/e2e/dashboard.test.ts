@@ -80,7 +80,7 @@ describe('the dashboard in chromium', () => {
     await fetch(`${stack.baseUrl}/__scheduled?cron=${encodeURIComponent('* * * * *')}`); // a tick: lease, snapshot
     await enqueue({ type: 'uppercase', payload: { text: 'done at once' } });
     const failed = await enqueue({ type: 'fail', payload: { message: 'upstream said no' }, maxAttempts: 1 });
-    await enqueue({ type: 'countdown', payload: { n: 3, delayMs: 600_000 } });
+    const between = await enqueue({ type: 'countdown', payload: { n: 3, delayMs: 600_000 } }); // its first step runs in the kick
     const id = await enqueue({ type: 'uppercase', payload: { text: 'cancel me', apiToken: 'never-shown' }, delayMs: 3_600_000 });
     await expect.poll(() => statusOf(failed)).toBe('failed');
 
@@ -89,6 +89,10 @@ describe('the dashboard in chromium', () => {
     expect(await row.locator('[data-status]').textContent()).toBe('queued');
     expect(await page.locator(`tr[data-job="${failed}"] [data-status]`).textContent()).toBe('failed');
     expect(await page.locator('[data-alert="poison_job"]').count()).toBeGreaterThanOrEqual(1);
+    // queued between steps is in progress: in the in-progress panel with its next step's due time, and marked in the list
+    expect(await page.textContent('#in-progress h2')).toMatch(/^In progress \(\d+: \d+ running, \d+ between steps\)$/);
+    expect(await page.textContent(`tr[data-in-progress="${between}"]`)).toMatch(/count.*next step in (9|10)m/);
+    expect(await page.textContent(`tr[data-job="${between}"] td:nth-child(3)`)).toBe('queued in progress');
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-overview.png`, fullPage: true });
     if (process.env.STARBASE_DOCS_SCREENSHOT === '1') await page.screenshot({ path: 'docs/dashboard.png', fullPage: true });
 

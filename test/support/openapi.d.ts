@@ -182,6 +182,8 @@ export interface paths {
                 query?: {
                     status?: "queued" | "running" | "done" | "failed" | "cancelled" | "oom_killed";
                     type?: string;
+                    /** @description only jobs in progress (true: running, or queued between steps) or only those not (false) */
+                    inProgress?: "true" | "false";
                     limit?: number;
                     cursor?: string;
                 };
@@ -2066,7 +2068,9 @@ export interface components {
              * @description null while the job is parked (waiting for a child or an operator)
              */
             runAt: string | null;
+            /** @description failures of the current step so far: 0 while its first try runs, +1 for each try that failed (a thrown error, a lost lease), back to 0 when the job moves on to its next step */
             attempts: number;
+            /** @description tries a step gets: the job fails when a step has failed this many times */
             maxAttempts: number;
             /** Format: date-time */
             lockedUntil: string | null;
@@ -2091,6 +2095,15 @@ export interface components {
             startedAt: string | null;
             /** Format: date-time */
             finishedAt: string | null;
+            /** @description started and not finished: running, or queued between steps (or for a retry of the current step) */
+            inProgress: boolean;
+            /** @description the step the job is on while in progress; null otherwise */
+            currentStep: string | null;
+            /**
+             * Format: date-time
+             * @description when the next step (or the retry) is due while the job waits between steps; null while running, parked, or not in progress
+             */
+            nextStepAt: string | null;
         };
         Error: {
             error: {

@@ -104,6 +104,7 @@ mount(jobs, createRoute({
 const listQuery = z.strictObject({
   status: z.enum(JOB_STATUSES).optional(),
   type: z.string().min(1).max(63).refine(storableText, 'contains a NUL character or an unpaired UTF-16 surrogate').optional(),
+  inProgress: z.enum(['true', 'false']).optional().openapi({ description: 'only jobs in progress (true: running, or queued between steps) or only those not (false)' }),
   limit: z.coerce.number().int().min(1).max(500).optional(),
   cursor: z.string().max(200).optional(),
 });
@@ -123,7 +124,8 @@ mount(jobs, createRoute({
     throw new HttpError(400, 'invalid_input', 'cursor is not a cursor this API returned', 'cursor');
   }
   const inv = await invocationOf(c);
-  const page = await listJobs(inv.sql, query);
+  const { inProgress, ...rest } = query;
+  const page = await listJobs(inv.sql, { ...rest, ...(inProgress ? { inProgress: inProgress === 'true' } : {}) });
   return c.json({ jobs: page.jobs.map(jobJson), nextCursor: page.nextCursor });
 });
 

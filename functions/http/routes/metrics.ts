@@ -10,6 +10,8 @@ export { ALERT_KINDS } from '../../lib/alert-kinds.ts';
 
 const seconds = (d: Date | null | undefined) => (d ? d.getTime() / 1000 : NaN);
 const num = (v: unknown) => Number(v ?? 0);
+/** The statuses a job in progress can have; each type gets both, 0 included, so a rule sees the series before it moves. */
+const IN_PROGRESS_STATUSES = ['running', 'queued'] as const;
 
 /**
  * Every number comes from Postgres at scrape time (the engine's metrics read model, readMetrics),
@@ -45,6 +47,9 @@ export async function collectMetrics(sql: Queryable, options: { stuckJobMs: numb
       samples: m.depth.map((r) => ({ labels: { status: r.status, type: r.type }, value: r.n })) },
     { name: 'starbase_queue_depth', help: 'Jobs by status, all types.', type: 'gauge',
       samples: JOB_STATUSES.map((status) => ({ labels: { status }, value: byStatus(status) })) },
+    { name: 'starbase_jobs_in_progress', help: 'Jobs started and not finished, by type and status: running, or queued (waiting between steps or for a retry).', type: 'gauge',
+      samples: [...new Set([...typeNames, ...m.inProgress.map((r) => r.type)])].flatMap((type) => IN_PROGRESS_STATUSES.map((status) => ({
+        labels: { type, status }, value: num(m.inProgress.find((r) => r.type === type && r.status === status)?.n) }))) },
     { name: 'starbase_jobs_due', help: 'Queued jobs that are due: waiting for a runner.', type: 'gauge', samples: [{ value: m.due }] },
     { name: 'starbase_oldest_queued_job_age_seconds', help: 'How long the oldest due queued job has waited since its run_at (0 when none).', type: 'gauge',
       samples: [{ value: m.oldestQueuedSeconds }] },
