@@ -18,6 +18,18 @@ describe('the dispatcher keeps time', () => {
     }, 10_000);
     const waitedMs = job.started_at.getTime() - job.created_at.getTime();
     expect(waitedMs).toBeLessThan(5_000); // the idle poll is 1 s; without the dispatcher it waits for a tick
+    // and the API shows it: shard 0 armed (the idle poll), its alarms, the step it claimed (its
+    // counts are written when the alarm that ran the step ends)
+    await h.waitFor(async () => (await h.statuses())[0]!.claimed >= 1, 5_000);
+    const res = await h.request('/v1/dispatchers', { token: 'metrics' });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { pool: string; shards: Array<{ shard: number; alarmAt: string | null; alarms: number; idlePolls: number; claimed: number }> };
+    expect(body.pool).toBe(h.pool);
+    expect(body.shards.map((s) => s.shard)).toEqual([0, 1, 2, 3]);
+    expect(body.shards[0]!.alarms).toBeGreaterThanOrEqual(2);
+    expect(body.shards[0]!.idlePolls).toBeGreaterThanOrEqual(1);
+    expect(body.shards[0]!.claimed).toBeGreaterThanOrEqual(1);
+    expect(body.shards.slice(1).every((s) => s.alarms === 0 && s.alarmAt === null)).toBe(true);
   });
 
   it('a step due mid-minute runs at its time: each step of a countdown with delays starts when due', async () => {

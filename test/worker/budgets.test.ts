@@ -70,6 +70,11 @@ describe('per-invocation budgets', () => {
     expect(used.subrequests).toBeLessThanOrEqual(10 + 2 * FETCHES_PER_STEP + used.byKind.socket);
     expect(counts.claimed).toBeLessThan(30);
     expect(counts.done).toBe(counts.claimed);
+    // the connection budget (6): the database client's 4 (6 less 2 steps in flight) and each
+    // step's one fetch at a time never exceed it together
+    expect(inv.config.databaseConnections).toBe(4);
+    expect(used.peakConnections).toBeGreaterThan(0);
+    expect(used.peakConnections).toBeLessThanOrEqual(6);
     expect(await statuses('budget_fetcher')).toEqual([
       { status: 'done', n: counts.claimed },
       { status: 'queued', n: 30 - counts.claimed },
