@@ -116,7 +116,7 @@ export interface E2eSteadyResult {
   minuteTickInWindow: boolean;
 }
 
-interface Stack {
+export interface Stack {
   api: LaunchedDevStack['api'];
   baseUrl: string;
   probe: Sql;
@@ -294,7 +294,7 @@ function devVars(): Record<string, string> {
 const fmtMs = (n: number | null) => (n === null ? '?' : n.toFixed(0));
 
 /** The first requests of an isolate compile and sync the registry: a few jobs, untimed, before any run. */
-async function warmUp(stack: Stack): Promise<void> {
+export async function warmUp(stack: Stack): Promise<void> {
   const ids: string[] = [];
   for (let i = 0; i < 10; i++) ids.push((await enqueueOne(stack)).id);
   await waitSettled(stack, ids, 60_000);
@@ -310,7 +310,7 @@ async function enqueueOne(stack: Stack): Promise<{ id: string; startedAt: number
   return { id: job.id, startedAt, httpMs };
 }
 
-async function waitSettled(stack: Stack, ids: string[], timeoutMs: number): Promise<void> {
+export async function waitSettled(stack: Stack, ids: string[], timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const row = await finishCounts(stack.probe, ids);
@@ -337,7 +337,7 @@ function cpuBetween(before: ReturnType<typeof sampleAll>, after: ReturnType<type
 }
 
 /** Burn-down through the Worker: `jobs` enqueued in batch requests, drained by the kicks they start (and ticks). */
-async function workerBurnDown(stack: Stack, jobs: number, batch: number, inFlight: number): Promise<E2eBurnDownResult> {
+export async function workerBurnDown(stack: Stack, jobs: number, batch: number, inFlight: number): Promise<E2eBurnDownResult> {
   await settleDatabase(stack.probe);
   const before = sampleAll(stack);
   const ids: string[] = [];
