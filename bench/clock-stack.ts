@@ -53,7 +53,13 @@ export async function launchClockStack(
     rmSync(dataDir, { recursive: true, force: true });
   };
   try {
-    launched = await devStack.launchDevStack({ databaseUrl: db.url, dataDir, outputLimit: OUTPUT_LIMIT });
+    const launch = () => devStack.launchDevStack({ databaseUrl: db.url, dataDir, outputLimit: OUTPUT_LIMIT });
+    // another wrangler dev starting on this machine at the same moment may take the same inspector port: once more
+    launched = await launch().catch((error: Error) => {
+      if (!/Address already in use/.test(error.message)) throw error;
+      console.log(`  ${tree.label}: a port was taken while wrangler dev started; starting it again`);
+      return launch();
+    });
     probe = engine.connect(db.url, { max: 2 });
     const info = JSON.parse(readFileSync(join(dataDir, 'dev-stack.json'), 'utf8')) as { sandboxUrl: string };
     return {

@@ -49,10 +49,9 @@ export async function runE2eClock(server: BenchServer, args: BenchArgs): Promise
     }
     const trees = [currentTree(version), ...(base ? [{ label: 'base' as const, root: base.root, commit: base.commit.slice(0, 12) }] : [])];
     const booting = performance.now();
-    const launched = await Promise.allSettled(trees.map((t) => launchClockStack(server, t)));
-    for (const r of launched) if (r.status === 'fulfilled') stacks.push(r.value);
-    const failed = launched.find((r) => r.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    // One after the other: wrangler dev takes the first free inspector port from 9229 at start-up,
+    // and two starting at once take the same one (the second fails "Address already in use").
+    for (const tree of trees) stacks.push(await launchClockStack(server, tree));
     console.log(`stacks up in ${((performance.now() - booting) / 1000).toFixed(1)} s: ${stacks.map((s) => `${s.label} ${s.commit} at ${s.baseUrl}`).join(', ')}`);
     for (const s of stacks) figures.push({ label: s.label, commit: s.commit, burnDown: [], failures: [] });
     await Promise.all(stacks.map(warmUp));
