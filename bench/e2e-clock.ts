@@ -45,9 +45,9 @@ export async function runE2eClock(server: BenchServer, args: BenchArgs): Promise
   try {
     if (clock.base) {
       base = checkOutBase(clock.base);
-      console.log(`base ${clock.base} = ${base.commit.slice(0, 12)}, checked out in ${base.root} (node_modules: ${base.nodeModules})`);
+      console.log(`base ${clock.base} = ${base.commit.slice(0, 7)}, checked out in ${base.root} (node_modules: ${base.nodeModules})`);
     }
-    const trees = [currentTree(version), ...(base ? [{ label: 'base' as const, root: base.root, commit: base.commit.slice(0, 12) }] : [])];
+    const trees = [currentTree(version), ...(base ? [{ label: 'base' as const, root: base.root, commit: base.commit.slice(0, 7) }] : [])];
     const booting = performance.now();
     // One after the other: wrangler dev takes the first free inspector port from 9229 at start-up,
     // and two starting at once take the same one (the second fails "Address already in use").
