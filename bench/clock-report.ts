@@ -1,4 +1,4 @@
-import type { E2eBurnDownResult } from './e2e.ts';
+import type { E2eBurnDownResult } from './e2e-burn-down.ts';
 import type { IdleResult } from './clock-idle.ts';
 import type { MultiStepResult } from './clock-multistep.ts';
 import type { PushResult } from './clock-push.ts';

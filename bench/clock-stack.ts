@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import type * as Engine from '../queue/index.ts';
 import { PROJECT_ROOT } from '../scripts/lib/cli.ts';
 import type * as DevStack from '../scripts/lib/dev-stack.ts';
-import type { Stack } from './e2e.ts';
+import type { Stack } from './e2e-stack.ts';
 import type { BenchServer } from './server.ts';
 
 /**

@@ -9,7 +9,8 @@ import { clockRows, clockTable, type TreeFigures } from './clock-report.ts';
 import { sqlInsertLatency } from './clock-sql-insert.ts';
 import { currentTree, launchClockStack, type ClockStack } from './clock-stack.ts';
 import { randomOffsets } from './clock-wait.ts';
-import { warmUp, workerBurnDown } from './e2e.ts';
+import { workerBurnDown } from './e2e-burn-down.ts';
+import { warmUp } from './e2e-stack.ts';
 import { machine, writeResults } from './report.ts';
 import type { BenchServer } from './server.ts';
 import { engineVersion } from './versions.ts';
@@ -98,7 +99,6 @@ async function onEach<T>(
   });
 }
 
-// Long because the figures read best in the order they run, each with the line it prints
 async function measureAll(admin: postgres.Sql, stacks: ClockStack[], figures: TreeFigures[], args: BenchArgs): Promise<void> {
   const { clock, e2e } = args;
   const say = (s: ClockStack, text: string) => console.log(`  ${s.label.padEnd(7)} ${text}`);
