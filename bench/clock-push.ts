@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ClockStack } from './clock-stack.ts';
-import { atOffsets, waitEnded } from './clock-wait.ts';
+import { atOffsets, startedAt, waitEnded } from './clock-wait.ts';
 import { percentile } from './stats.ts';
 
 /**
@@ -39,7 +39,7 @@ export async function pushedBuilds(stack: ClockStack, offsetsMs: number[]): Prom
     return { id: job.id, runAt: Date.parse(job.runAt) };
   });
   const ended = await waitEnded(stack, pushed.map((p) => p.id), 300_000);
-  const late = ended.map(({ job }, i) => (job.startedAt!.getTime() - pushed[i]!.runAt) / 1000);
+  const late = ended.map(({ job }, i) => (startedAt(stack, job) - pushed[i]!.runAt) / 1000);
   const statuses: Record<string, number> = {};
   for (const { job } of ended) statuses[job.status] = (statuses[job.status] ?? 0) + 1;
   return { pushes: pushed.length, lateSeconds: late, p50Seconds: percentile(late, 50), p99Seconds: percentile(late, 99), statuses };

@@ -1,5 +1,5 @@
 import type { ClockStack } from './clock-stack.ts';
-import { atOffsets, minutePhase, waitEnded } from './clock-wait.ts';
+import { atOffsets, minutePhase, startedAt, waitEnded } from './clock-wait.ts';
 import { median } from './stats.ts';
 
 /**
@@ -23,7 +23,7 @@ export async function sqlInsertLatency(stack: ClockStack, offsetsMs: number[]): 
     return job.id;
   });
   const ended = await waitEnded(stack, ids, 180_000);
-  const waits = ended.map(({ job }) => (job.startedAt!.getTime() - job.createdAt.getTime()) / 1000);
+  const waits = ended.map(({ job }) => (startedAt(stack, job) - job.createdAt.getTime()) / 1000);
   return {
     jobs: ids.length,
     waitsSeconds: waits,

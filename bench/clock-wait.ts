@@ -17,6 +17,12 @@ export async function waitEnded(stack: ClockStack, ids: string[], timeoutMs: num
   }
 }
 
+/** When the job was first claimed (epoch ms); a job that ended unclaimed (cancelled while queued) fails the figure. */
+export function startedAt(stack: ClockStack, job: Job): number {
+  if (!job.startedAt) throw new Error(`${stack.label}: job ${job.id} (${job.type}) ended ${job.status} without being claimed`);
+  return job.startedAt.getTime();
+}
+
 /** Sorted offsets (ms) at uniformly random moments of a window: when a figure inserts its jobs. */
 export function randomOffsets(count: number, windowMs: number, random: () => number = Math.random): number[] {
   return Array.from({ length: count }, () => Math.floor(random() * windowMs)).sort((a, b) => a - b);
