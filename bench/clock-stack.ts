@@ -6,6 +6,7 @@ import type * as Engine from '../queue/index.ts';
 import { PROJECT_ROOT } from '../scripts/lib/cli.ts';
 import type * as DevStack from '../scripts/lib/dev-stack.ts';
 import type { Stack } from './e2e-stack.ts';
+import { stopInTurn } from './interrupt.ts';
 import type { BenchServer } from './server.ts';
 
 /**
@@ -47,10 +48,7 @@ export async function launchClockStack(
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    await launched?.stop();
-    await probe?.end({ timeout: 5 });
-    await db.drop();
-    rmSync(dataDir, { recursive: true, force: true });
+    await stopInTurn([() => launched?.stop(), () => probe?.end({ timeout: 5 }), () => db.drop(), () => rmSync(dataDir, { recursive: true, force: true })]);
   };
   try {
     const launch = () => devStack.launchDevStack({ databaseUrl: db.url, dataDir, outputLimit: OUTPUT_LIMIT });

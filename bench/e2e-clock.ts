@@ -10,6 +10,7 @@ import { sqlInsertLatency } from './clock-sql-insert.ts';
 import { currentTree, launchClockStack, type ClockStack } from './clock-stack.ts';
 import { randomOffsets } from './clock-wait.ts';
 import { workerBurnDown } from './e2e-burn-down.ts';
+import { onInterrupt } from './interrupt.ts';
 import { warmUp } from './e2e-stack.ts';
 import { machine, writeResults } from './report.ts';
 import type { BenchServer } from './server.ts';
@@ -29,19 +30,20 @@ export async function runE2eClock(server: BenchServer, args: BenchArgs): Promise
   let base: BaseTree | null = null;
   const stacks: ClockStack[] = [];
   const admin = postgres(server.adminUrl, { max: 2, onnotice: () => {} });
-  const teardown = async () => {
-    await Promise.allSettled(stacks.map((s) => s.stop()));
+  // a stack still booting when Ctrl-C comes is stopped once it is up (its start is not interruptible)
+  let booting: Promise<ClockStack> | null = null;
+  let closing: Promise<void> | null = null;
+  // once: Ctrl-C and the run's own unwinding both wait for the same teardown
+  const teardown = () => (closing ??= stopEverything());
+  const stopEverything = async () => {
+    const late = await booting?.catch(() => null);
+    if (late && !stacks.includes(late)) stacks.push(late);
+    const stopped = await Promise.allSettled(stacks.map((s) => s.stop()));
+    for (const r of stopped) if (r.status === 'rejected') console.log(`  stopping a stack: ${(r.reason as Error).message}`);
     base?.remove();
-    await admin.end({ timeout: 5 });
+    await admin.end({ timeout: 5 }).catch(() => {});
   };
-  const onSignal = (signal: NodeJS.Signals) => {
-    console.log(`${signal}: stopping the stacks and removing the base checkout`);
-    void teardown()
-      .then(() => server.close())
-      .finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const offInterrupt = onInterrupt('stopping the stacks and removing the base checkout', () => teardown().then(() => server.close()));
   const figures: TreeFigures[] = [];
   try {
     if (clock.base) {
@@ -49,17 +51,21 @@ export async function runE2eClock(server: BenchServer, args: BenchArgs): Promise
       console.log(`base ${clock.base} = ${base.commit.slice(0, 7)}, checked out in ${base.root} (node_modules: ${base.nodeModules})`);
     }
     const trees = [currentTree(version), ...(base ? [{ label: 'base' as const, root: base.root, commit: base.commit.slice(0, 7) }] : [])];
-    const booting = performance.now();
+    const bootStart = performance.now();
     // One after the other: wrangler dev takes the first free inspector port from 9229 at start-up,
     // and two starting at once take the same one (the second fails "Address already in use").
-    for (const tree of trees) stacks.push(await launchClockStack(server, tree));
-    console.log(`stacks up in ${((performance.now() - booting) / 1000).toFixed(1)} s: ${stacks.map((s) => `${s.label} ${s.commit} at ${s.baseUrl}`).join(', ')}`);
+    for (const tree of trees) {
+      if (closing) throw new Error('interrupted while the stacks started');
+      booting = launchClockStack(server, tree);
+      stacks.push(await booting);
+      booting = null;
+    }
+    console.log(`stacks up in ${((performance.now() - bootStart) / 1000).toFixed(1)} s: ${stacks.map((s) => `${s.label} ${s.commit} at ${s.baseUrl}`).join(', ')}`);
     for (const s of stacks) figures.push({ label: s.label, commit: s.commit, burnDown: [], failures: [] });
     await Promise.all(stacks.map(warmUp));
     await measureAll(admin, stacks, figures, args);
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    offInterrupt();
     await teardown();
   }
   const [current, baseFigures] = [figures.find((f) => f.label === 'current')!, figures.find((f) => f.label === 'base') ?? null];

@@ -9,6 +9,7 @@ import { workerBurnDown, workerTickDrain, type E2eBurnDownResult, type E2eTickDr
 import { JOB_TYPE, warmUp, type Stack } from './e2e-stack.ts';
 import { requestOverhead, workerSteady, type E2eRequestOverhead, type E2eSteadyResult } from './e2e-steady.ts';
 import { e2eTable, summarizeE2e } from './e2e-summary.ts';
+import { onInterrupt, stopInTurn } from './interrupt.ts';
 import { burnDown, steady, type BurnDownResult, type SteadyResult } from './modes.ts';
 import { machine, writeResults } from './report.ts';
 import type { BenchServer } from './server.ts';
@@ -73,20 +74,11 @@ export async function runE2e(server: BenchServer, args: BenchArgs): Promise<void
   const dataDir = mkdtempSync(join(tmpdir(), 'starbase-bench-e2e-'));
   let launched: LaunchedDevStack | undefined;
   let probe: Sql | undefined;
-  const teardown = async () => {
-    await launched?.stop();
-    await probe?.end({ timeout: 5 });
-    await db.drop();
-    rmSync(dataDir, { recursive: true, force: true });
-  };
-  const onSignal = (signal: NodeJS.Signals) => {
-    console.log(`${signal}: stopping the stack`);
-    void teardown()
-      .then(() => server.close())
-      .finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  let closing: Promise<void> | undefined;
+  // once: Ctrl-C and the run's own unwinding both wait for the same teardown
+  const teardown = () =>
+    (closing ??= stopInTurn([() => launched?.stop(), () => probe?.end({ timeout: 5 }), () => db.drop(), () => rmSync(dataDir, { recursive: true, force: true })]));
+  const offInterrupt = onInterrupt('stopping the stack', () => teardown().then(() => server.close()));
   try {
     const booting = performance.now();
     launched = await launchDevStack({ databaseUrl: db.url, dataDir, outputLimit: OUTPUT_LIMIT });
@@ -150,8 +142,7 @@ export async function runE2e(server: BenchServer, args: BenchArgs): Promise<void
     if (launched) console.error(launched.output().slice(-5_000));
     throw error;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    offInterrupt();
     await teardown();
   }
 
