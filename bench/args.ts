@@ -17,7 +17,33 @@ export interface BenchArgs {
   out: string;
   /** End-to-end through `wrangler dev` (the `npm start` stack) instead of the systems. */
   e2e: E2eArgs & { enabled: boolean };
+  /** The Worker's clock on the `npm start` stack, for this tree and optionally a base commit. */
+  clock: E2eClockArgs & { enabled: boolean };
 }
+
+export interface E2eClockArgs {
+  /** A git ref checked out into a temporary folder and measured beside this tree; null: this tree only. */
+  base: string | null;
+  /** A shorter run of every figure, for a quick look. */
+  quick: boolean;
+  /** Multi-step job: steps of the `countdown` job, and the delay between them. */
+  steps: number;
+  stepDelayMs: number;
+  /** Jobs inserted with SQL, one at a time, at random moments of a window this long. */
+  inserts: number;
+  insertWindowSeconds: number;
+  /** Pushes through POST /v1/pushes, at random moments of a window this long. */
+  pushes: number;
+  pushWindowSeconds: number;
+  /** How long the stacks sit idle while their cost is counted. */
+  idleSeconds: number;
+}
+
+/** The clock figures' sizes: the full run, and the quick look (--e2e-clock-quick). */
+const CLOCK_DEFAULTS = {
+  full: { steps: 30, stepDelayMs: 2000, inserts: 10, insertWindowSeconds: 120, pushes: 10, pushWindowSeconds: 120, idleSeconds: 120 },
+  quick: { steps: 10, stepDelayMs: 2000, inserts: 3, insertWindowSeconds: 30, pushes: 3, pushWindowSeconds: 30, idleSeconds: 30 },
+};
 
 export interface E2eArgs {
   /** Burn-down: jobs enqueued over HTTP. */
@@ -53,6 +79,19 @@ const USAGE = `npm run bench -- [options]
   --e2e-in-flight N   e2e burn-down: batch requests in flight (default 2)
   --e2e-rate N        e2e steady: POST /v1/jobs per second, one job each (default 20)
   --e2e-seconds N     e2e steady: how long (default 10)
+  --e2e-clock         the Worker's clock on the npm start stack: a multi-step job inserted with SQL,
+                      SQL inserts, pushed builds, the burn-down and the idle cost; results under
+                      the "e2eClock" key of --out
+  --base REF          with --e2e-clock (implied): also measure this git ref (a commit id, a branch,
+                      origin/main), checked out into a temporary folder with its own stack and
+                      database, and print each figure as current / base
+  --e2e-clock-quick   --e2e-clock with fewer steps, inserts and pushes, shorter windows and one
+                      burn-down run of 500 jobs (--runs, --e2e-jobs), for a quick look
+  --clock-steps N     multi-step job: countdown steps, 2 s apart (default 30; quick 10)
+  --clock-inserts N   jobs inserted with SQL over --clock-window seconds (default 10; quick 3)
+  --clock-pushes N    pushes over --clock-window seconds (default 10; quick 3)
+  --clock-window N    seconds over which inserts and pushes are spread (default 120; quick 30)
+  --idle-seconds N    idle window whose cost is counted (default 120; quick 30)
   --out FILE          results file (default bench/results.json; each mode writes its own key)`;
 
 export function parseBenchArgs(argv: string[]): BenchArgs {
@@ -79,6 +118,14 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       'e2e-in-flight': { type: 'string' },
       'e2e-rate': { type: 'string' },
       'e2e-seconds': { type: 'string' },
+      'e2e-clock': { type: 'boolean' },
+      'e2e-clock-quick': { type: 'boolean' },
+      base: { type: 'string' },
+      'clock-steps': { type: 'string' },
+      'clock-inserts': { type: 'string' },
+      'clock-pushes': { type: 'string' },
+      'clock-window': { type: 'string' },
+      'idle-seconds': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -94,6 +141,12 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   };
   const mode = values.mode ?? 'both';
   if (!['burn-down', 'steady', 'both'].includes(mode)) throw new Error(`--mode must be burn-down, steady or both\n\n${USAGE}`);
+  if (values.base !== undefined && !/^[\w./@^~{}-]+$/.test(values.base)) {
+    throw new Error(`--base must be a git ref (a commit id, a branch or a tag), got "${values.base}"\n\n${USAGE}`);
+  }
+  const quick = values['e2e-clock-quick'] ?? false;
+  const sizes = quick ? CLOCK_DEFAULTS.quick : CLOCK_DEFAULTS.full;
+  const window = int('clock-window', values['clock-window'], sizes.insertWindowSeconds);
   return {
     settings: {
       connections: int('connections', values.connections, 4, 2),
@@ -102,7 +155,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       idlePollMs: int('idle-poll-ms', values['idle-poll-ms'], 25),
     },
     jobs: int('jobs', values.jobs, 50_000),
-    runs: int('runs', values.runs, 3),
+    runs: int('runs', values.runs, quick ? 1 : 3),
     modes: mode === 'both' ? ['burn-down', 'steady'] : [mode as 'burn-down' | 'steady'],
     rate: int('rate', values.rate, 100),
     seconds: int('seconds', values.seconds, 10),
@@ -113,11 +166,23 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     out: values.out ?? 'bench/results.json',
     e2e: {
       enabled: values.e2e ?? false,
-      jobs: int('e2e-jobs', values['e2e-jobs'], 2_000),
+      jobs: int('e2e-jobs', values['e2e-jobs'], quick ? 500 : 2_000),
       batch: Math.min(1000, int('e2e-batch', values['e2e-batch'], 100)),
       inFlight: int('e2e-in-flight', values['e2e-in-flight'], 2),
       rate: int('e2e-rate', values['e2e-rate'], 20),
       seconds: int('e2e-seconds', values['e2e-seconds'], 10),
+    },
+    clock: {
+      enabled: (values['e2e-clock'] ?? false) || quick || values.base !== undefined,
+      base: values.base ?? null,
+      quick,
+      steps: int('clock-steps', values['clock-steps'], sizes.steps),
+      stepDelayMs: sizes.stepDelayMs,
+      inserts: int('clock-inserts', values['clock-inserts'], sizes.inserts),
+      insertWindowSeconds: window,
+      pushes: int('clock-pushes', values['clock-pushes'], sizes.pushes),
+      pushWindowSeconds: window,
+      idleSeconds: int('idle-seconds', values['idle-seconds'], sizes.idleSeconds),
     },
   };
 }

@@ -1,6 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../scripts/embedded-postgres.ts';
 import { postmasterPid } from './cpu.ts';
@@ -43,13 +44,19 @@ export async function openServer(): Promise<BenchServer> {
     const pg = await startEmbeddedPostgres({ dataDir, persistent: true });
     adminUrl = pg.url;
     stop = async () => {
-      await pg.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      try {
+        // After Ctrl-C the server has often stopped already (it is in the terminal's process
+        // group), and embedded-postgres' stop() then waits for an exit that has happened.
+        await Promise.race([pg.stop(), exited(dataDir)]);
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
     };
   }
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   const postmaster = await postmasterPid(admin);
   let counter = 0;
+  let closing: Promise<void> | undefined;
   return {
     adminUrl,
     embedded,
@@ -74,11 +81,30 @@ export async function openServer(): Promise<BenchServer> {
       for (const r of rows) settings[r.name as string] = `${r.setting as string}${r.unit ? ` ${r.unit as string}` : ''}`;
       return { version: String(v!.v), settings };
     },
-    async close() {
-      await admin.end({ timeout: 5 });
-      await stop();
+    // once, whoever asks first (the run's end, or Ctrl-C while the run unwinds)
+    close() {
+      closing ??= admin.end({ timeout: 5 }).catch(() => {}).then(stop);
+      return closing;
     },
   };
+}
+
+/** Resolves once the postmaster of `dataDir` has gone (postmaster.pid removed, or its process gone). */
+async function exited(dataDir: string): Promise<void> {
+  for (;;) {
+    let pid: number | null = null;
+    try {
+      pid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    } catch {
+      return;
+    }
+    try {
+      if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('Z')) return;
+    } catch {
+      return;
+    }
+    await sleep(100);
+  }
 }
 
 /**

@@ -1,5 +1,6 @@
 import { parseBenchArgs } from '../bench/args.ts';
 import { runE2e } from '../bench/e2e.ts';
+import { runE2eClock } from '../bench/e2e-clock.ts';
 import { burnDown, steady } from '../bench/modes.ts';
 import { describeEnvironment, machine, summarize, table, writeResults, type SystemCell } from '../bench/report.ts';
 import { runScaleCheck } from '../bench/scale.ts';
@@ -13,7 +14,8 @@ import { engineVersion, packageVersion } from '../bench/versions.ts';
 
 // `npm run bench`: this engine vs. graphile-worker vs. pg-boss vs. a raw SKIP LOCKED floor, on one
 // Postgres with the same connections and concurrency. Never part of `npm test`. `--scale`: claim
-// cost on a loaded table; `--e2e`: through the Worker under wrangler dev (bench/e2e.ts).
+// cost on a loaded table; `--e2e`: through the Worker under wrangler dev (bench/e2e.ts); `--e2e-clock`
+// (with `--base REF`): the Worker's clock, this tree against a base commit (bench/e2e-clock.ts).
 const args = parseBenchArgs(process.argv.slice(2));
 const server = await openServer();
 try {
@@ -21,6 +23,8 @@ try {
   console.log(env);
   if (args.scale) {
     await runScaleCheck(server, args);
+  } else if (args.clock.enabled) {
+    await runE2eClock(server, args);
   } else if (args.e2e.enabled) {
     await runE2e(server, args);
   } else {
