@@ -7,7 +7,7 @@ import { processTreeTicks } from './cpu.ts';
  * What an idle stack costs, counted over a window with no work queued, scaled to one idle hour:
  * its database's transactions and sessions (pg_stat_database: every query the Worker sends is
  * in some transaction, and each invocation opens its own session), the CPU of its processes
- * (/proc), and its dispatchers' alarm invocations (GET /v1/admin/dispatchers; a tree without
+ * (/proc), and its dispatchers' alarm invocations (GET /v1/dispatchers; a tree without
  * dispatchers answers 404 and has none).
  */
 export interface IdleResult {
@@ -40,14 +40,14 @@ interface DispatcherAnswer {
 
 /** The dispatchers' counters summed over shards, or null when the tree has none. */
 async function dispatcherCounts(stack: ClockStack): Promise<Counters['dispatchers']> {
-  const res = await stack.api('/v1/admin/dispatchers');
+  const res = await stack.api('/v1/dispatchers');
   if (res.status === 404) {
     await res.arrayBuffer();
     return null;
   }
-  if (!res.ok) throw new Error(`${stack.label}: GET /v1/admin/dispatchers answered ${res.status}: ${await res.text()}`);
+  if (!res.ok) throw new Error(`${stack.label}: GET /v1/dispatchers answered ${res.status}: ${await res.text()}`);
   const body = (await res.json()) as DispatcherAnswer;
-  if (!Array.isArray(body.shards)) throw new Error(`${stack.label}: GET /v1/admin/dispatchers answered no shards: ${JSON.stringify(body)}`);
+  if (!Array.isArray(body.shards)) throw new Error(`${stack.label}: GET /v1/dispatchers answered no shards: ${JSON.stringify(body)}`);
   return {
     alarms: body.shards.reduce((n, s) => n + Number(s.alarms), 0),
     idlePolls: body.shards.reduce((n, s) => n + Number(s.idlePolls), 0),

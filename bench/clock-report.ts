@@ -54,7 +54,7 @@ export function clockRows(current: TreeFigures, base: TreeFigures | null): Clock
     const row: ClockRow = { figure, current: c, base: b, ratio: c !== null && b !== null && b !== 0 ? c / b : null };
     if (figure.startsWith('idle: alarm') || figure.startsWith('idle: dispatcher')) {
       const none = [current, base].filter((t): t is TreeFigures => t !== null && t.idle !== undefined && t.idle.alarmsPerHour === null);
-      if (none.length) row.note = `n/a for ${none.map((t) => t.label).join(' and ')}: no dispatchers (GET /v1/admin/dispatchers is 404)`;
+      if (none.length) row.note = `n/a for ${none.map((t) => t.label).join(' and ')}: no dispatchers (GET /v1/dispatchers is 404)`;
     }
     return row;
   });
