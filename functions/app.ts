@@ -17,10 +17,10 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
  * The HTTP API. Each request's database client is opened on first use and closed after the
- * response in waitUntil. A write that succeeded first wakes the pool's dispatcher (whatever it
- * made due — an enqueue, a debounced push, a resume, a retry — its alarm is set for, once it has
- * read the due time from the database), then, when the request enqueued work, drains what is due
- * now on its own connection (the kick), so a new job starts within milliseconds.
+ * response in waitUntil. When the request enqueued work it first drains what is due now on its
+ * own connection (the kick), so a new job starts within milliseconds; then a write that
+ * succeeded wakes the pool's dispatcher (whatever it made due — an enqueue, a debounced push, a
+ * resume, a retry — its alarm is set for, once it has read the due time from the database).
  */
 export function createApp() {
   const app = createRouter();
@@ -40,8 +40,11 @@ export function createApp() {
             const inv = await opened.catch(() => null);
             if (!inv) return;
             try {
-              if (wake) await wakePool(inv);
+              // the kick first: what it made due now runs on this connection, and a burst of
+              // enqueues is drained by their kicks without also waking shards to compete for the
+              // same steps; the wake-up after it hands the dispatcher whatever is due later or left
               if (kick) await drain(inv, inv.config.kickBudgetMs);
+              if (wake) await wakePool(inv);
             } catch (error) {
               inv.log({ level: 'error', msg: 'kick drain failed', error: (error as Error).message });
             } finally {
@@ -94,7 +97,7 @@ export function createApp() {
 async function wakePool(inv: Invocation): Promise<void> {
   if (inv.config.dispatchShards === 0) return;
   await wakeDispatcher(inv.env, { pool: inv.config.pool, shard: PRIMARY_SHARD, at: Date.now() }).catch((error: unknown) => {
-    // the tick re-arms a dispatcher it finds unarmed; this request's own work is still drained below
+    // the tick re-arms a dispatcher it finds unarmed, and shard 0's idle poll finds the work meanwhile
     inv.log({ level: 'warn', msg: 'waking the dispatcher failed', error: (error as Error).message });
   });
 }
