@@ -43,7 +43,7 @@ export async function runE2eClock(server: BenchServer, args: BenchArgs): Promise
     base?.remove();
     await admin.end({ timeout: 5 }).catch(() => {});
   };
-  const offInterrupt = onInterrupt('stopping the stacks and removing the base checkout', () => teardown().then(() => server.close()));
+  const offInterrupt = onInterrupt('stopping the stacks and removing the base checkout', [teardown, () => server.close()]);
   const figures: TreeFigures[] = [];
   try {
     if (clock.base) {
