@@ -43,7 +43,7 @@ export async function runE2eClock(server: BenchServer, args: BenchArgs): Promise
     base?.remove();
     await admin.end({ timeout: 5 }).catch(() => {});
   };
-  const offInterrupt = onInterrupt('stopping the stacks and removing the base checkout', () => teardown().then(() => server.close()));
+  const offInterrupt = onInterrupt('stopping the stacks and removing the base checkout', [teardown, () => server.close()]);
   const figures: TreeFigures[] = [];
   try {
     if (clock.base) {
@@ -101,7 +101,10 @@ async function onEach<T>(
   results.forEach((r, i) => {
     const f = figures[i]!;
     if (r.status === 'fulfilled') keep(f, r.value);
-    else f.failures.push(`${name}: ${(r.reason as Error).message}`);
+    else {
+      f.failures.push(`${name}: ${(r.reason as Error).message}`);
+      console.log(`  ${f.label.padEnd(7)} ${name} FAILED: ${(r.reason as Error).message}`);
+    }
   });
 }
 
@@ -110,7 +113,11 @@ async function measureAll(admin: postgres.Sql, stacks: ClockStack[], figures: Tr
   const say = (s: ClockStack, text: string) => console.log(`  ${s.label.padEnd(7)} ${text}`);
 
   console.log(`idle: ${clock.idleSeconds} s with nothing queued`);
-  const idle = await idleCost(admin, stacks, clock.idleSeconds);
+  // one window for all stacks (so they idle at once); if it fails, the other figures still run
+  const idle = await idleCost(admin, stacks, clock.idleSeconds).catch((error: Error) => {
+    for (const f of figures) f.failures.push(`idle: ${error.message}`);
+    return [];
+  });
   idle.forEach((r, i) => {
     figures[i]!.idle = r;
     say(stacks[i]!, `per idle hour: ${Math.round(r.transactionsPerHour)} transactions, ${Math.round(r.sessionsPerHour)} sessions, ` +

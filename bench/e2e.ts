@@ -78,7 +78,7 @@ export async function runE2e(server: BenchServer, args: BenchArgs): Promise<void
   // once: Ctrl-C and the run's own unwinding both wait for the same teardown
   const teardown = () =>
     (closing ??= stopInTurn([() => launched?.stop(), () => probe?.end({ timeout: 5 }), () => db.drop(), () => rmSync(dataDir, { recursive: true, force: true })]));
-  const offInterrupt = onInterrupt('stopping the stack', () => teardown().then(() => server.close()));
+  const offInterrupt = onInterrupt('stopping the stack', [teardown, () => server.close()]);
   try {
     const booting = performance.now();
     launched = await launchDevStack({ databaseUrl: db.url, dataDir, outputLimit: OUTPUT_LIMIT });

@@ -1,16 +1,17 @@
 /**
- * Ctrl-C (or SIGTERM) while a bench holds stacks: run `stop` once, then exit 130. Ctrl-C reaches
- * this process more than once — from the terminal's process group and again relayed by npm and
- * tsx — and tsx exits a process at once on a signal it has no listener for, so the listener stays
- * until `stop` is done and the repeats are ignored. Returns the function that removes it.
+ * Ctrl-C (or SIGTERM) while a bench holds stacks: run the shutdown `steps` once (stopInTurn), then
+ * exit 130. Ctrl-C reaches this process more than once — from the terminal's process group and
+ * again relayed by npm and tsx — and tsx exits a process at once on a signal it has no listener
+ * for, so the listener stays until the steps are done and the repeats are ignored. Returns the
+ * function that removes it.
  */
-export function onInterrupt(what: string, stop: () => Promise<void>): () => void {
+export function onInterrupt(what: string, steps: Array<() => unknown>): () => void {
   let stopping = false;
   const listener = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
     console.log(`${signal}: ${what}`);
-    void stop()
+    void stopInTurn(steps)
       .catch((error: Error) => console.log(`  after ${signal}: ${error.message}`))
       .finally(() => {
         console.log('  stopped');
