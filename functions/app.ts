@@ -8,6 +8,7 @@ import { jobs } from './http/routes/jobs.ts';
 import { metrics } from './http/routes/metrics.ts';
 import { provisioning } from './http/routes/provisioning.ts';
 import { webhooks } from './http/routes/webhooks.ts';
+import { nextDueInMs } from '../queue/index.ts';
 import { drain, type Invocation } from './invocation.ts';
 import { PRIMARY_SHARD } from './dispatch/names.ts';
 import { wakeDispatcher } from './dispatch/wake.ts';
@@ -20,7 +21,7 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * response in waitUntil. When the request enqueued work it first drains what is due now on its
  * own connection (the kick), so a new job starts within milliseconds; then a write that
  * succeeded wakes the pool's dispatcher (whatever it made due — an enqueue, a debounced push, a
- * resume, a retry — its alarm is set for, once it has read the due time from the database).
+ * resume, a retry — its alarm is set for the next due step, read on the request's connection).
  */
 export function createApp() {
   const app = createRouter();
@@ -93,11 +94,20 @@ export function createApp() {
   return app;
 }
 
-/** Wakes the pool's shard 0 for now: its alarm reads when the work this request made falls due. */
+/**
+ * Wakes the pool's shard 0 for the next due step, read on this request's open connection: one
+ * query here instead of a Durable Object call and an alarm when nothing waits (the kick drained
+ * it all, or the write made nothing due), and an alarm set for the step's own time when it is
+ * later (a debounced push, a runAt, a reschedule).
+ */
 async function wakePool(inv: Invocation): Promise<void> {
   if (inv.config.dispatchShards === 0) return;
-  await wakeDispatcher(inv.env, { pool: inv.config.pool, shard: PRIMARY_SHARD, at: Date.now() }).catch((error: unknown) => {
+  try {
+    const dueIn = await nextDueInMs(inv.sql, inv.config.pool);
+    if (dueIn === null) return;
+    await wakeDispatcher(inv.env, { pool: inv.config.pool, shard: PRIMARY_SHARD, at: Date.now() + Math.max(0, dueIn) });
+  } catch (error) {
     // the tick re-arms a dispatcher it finds unarmed, and shard 0's idle poll finds the work meanwhile
     inv.log({ level: 'warn', msg: 'waking the dispatcher failed', error: (error as Error).message });
-  });
+  }
 }
