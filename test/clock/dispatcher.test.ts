@@ -66,6 +66,17 @@ describe('the dispatcher keeps time', () => {
     expect(row.started_at.getTime() - row.run_at.getTime()).toBeLessThan(5_000);
   });
 
+  it('an enqueue its own kick drains wakes nobody: the request finds nothing waiting and calls no dispatcher', async () => {
+    const h = createClockHarness('kicked');
+    const res = await h.request('/v1/jobs', { method: 'POST', json: { type: 'uppercase', payload: { text: 'now' }, pool: h.pool } });
+    const { job } = (await res.json()) as { job: { id: string } };
+    const [row] = await h.sql`select status, locked_by from worker.jobs where id = ${job.id}`;
+    expect(row).toMatchObject({ status: 'done' });
+    expect(row!.locked_by.split(':')[1]).toBe('request');
+    const [shard0] = await h.statuses();
+    expect(shard0).toMatchObject({ alarms: 0, alarmAt: null });
+  });
+
   it('a duplicate or later wake-up changes nothing: the earliest alarm stays, and each job runs once', async () => {
     const h = createClockHarness('duplicate');
     const at = Date.now() + 3_000;
