@@ -1,5 +1,5 @@
 import type { Context } from 'hono';
-import type { Job } from '../../queue/index.ts';
+import { isInProgress, type Job } from '../../queue/index.ts';
 import { R2LogArchive } from '../platform/build/adapters/r2-log-archive.ts';
 import type { WorkerEnv } from '../config.ts';
 import { envSecrets } from '../invocation.ts';
@@ -19,6 +19,8 @@ export async function archivedLog<E extends { Bindings: WorkerEnv }>(c: Context<
     'content-security-policy': "default-src 'none'; sandbox",
     'cache-control': 'no-store',
     'x-build-status': build.status,
+    // between polls a build's status is `queued`: this says it has started and not finished
+    'x-build-in-progress': String(isInProgress(build)),
     'x-build-last-line': String(archived?.lastSeq ?? 0),
   });
 }

@@ -185,7 +185,12 @@ describe('the job page', () => {
     expect(log.status).toBe(200);
     expect(log.headers.get('content-type')).toBe('text/plain; charset=utf-8');
     expect(log.headers.get('x-build-status')).toBe('queued');
+    expect(log.headers.get('x-build-in-progress')).toBe('false'); // never started
     expect(log.text).toBe('step 1/2: FROM node:24\nstep 2/2: RUN npm ci\n');
+    // between two polls: queued again, but started
+    await h.sql`update worker.jobs set started_at = now(), step = 'poll' where id = ${build}`;
+    const between = await page(`/dashboard/builds/${build}/log`);
+    expect([between.headers.get('x-build-status'), between.headers.get('x-build-in-progress')]).toEqual(['queued', 'true']);
     const anonymous = await page(`/dashboard/builds/${build}/log`, { cookie: null });
     expect(anonymous.status).toBe(303);
     expect(anonymous.text).not.toContain('FROM node');
