@@ -133,6 +133,9 @@ const platformSchema = z.object({
 });
 export type PlatformConfig = z.infer<typeof platformSchema>;
 
+/** The per-invocation budgets when their vars are unset (and for an invocation whose env is refused). */
+export const DEFAULT_BUDGETS: InvocationBudgets = { cpuMs: 20_000, subrequests: 9_000, connections: 6 };
+
 const configSchema = z.object({
   POOL: anyVar.transform((raw) => (typeof raw === 'string' && raw) || 'default'),
   TICK_BUDGET_MS: intVar('TICK_BUDGET_MS', 20_000, 100, 600_000),
@@ -142,11 +145,11 @@ const configSchema = z.object({
   DISPATCH_SHARDS: intVar('DISPATCH_SHARDS', 4, 0, 64),
   IDLE_POLL_MS: intVar('IDLE_POLL_MS', 1_000, 0, 60_000),
   // Workers: 30 s of CPU per invocation by default (limits.cpu_ms raises it to 5 min)
-  CPU_BUDGET_MS: intVar('CPU_BUDGET_MS', 20_000, 1_000, 290_000),
+  CPU_BUDGET_MS: intVar('CPU_BUDGET_MS', DEFAULT_BUDGETS.cpuMs, 1_000, 290_000),
   // Workers Paid: 10,000 subrequests per invocation; Free: 50
-  SUBREQUEST_BUDGET: intVar('SUBREQUEST_BUDGET', 9_000, 10, 10_000),
+  SUBREQUEST_BUDGET: intVar('SUBREQUEST_BUDGET', DEFAULT_BUDGETS.subrequests, 10, 10_000),
   // Workers: 6 simultaneous open connections per invocation (more wait for one to close)
-  CONNECTION_BUDGET: intVar('CONNECTION_BUDGET', 6, 2, 6),
+  CONNECTION_BUDGET: intVar('CONNECTION_BUDGET', DEFAULT_BUDGETS.connections, 2, 6),
   LEADER_LEASE_MS: intVar('LEADER_LEASE_MS', 300_000, 10_000, 3_600_000),
   CRON_BACKFILL_MS: intVar('CRON_BACKFILL_MS', 86_400_000, 0, 31 * 86_400_000),
   SCHEDULE_GRACE_MS: intVar('SCHEDULE_GRACE_MS', 3_600_000, 0, 31 * 86_400_000),

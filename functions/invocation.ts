@@ -1,6 +1,6 @@
 import { LogAlerts, nextDueInMs, runSteps, type Alerts, type JobRegistry, type RunCounts, type Runner, type Sql } from '../queue/index.ts';
 import { WebhookAlerts } from './adapters/webhook-alerts.ts';
-import { readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
+import { DEFAULT_BUDGETS, readConfig, type WorkerConfig, type WorkerEnv } from './config.ts';
 import { scrubText } from './lib/redact.ts';
 import { isSecretName, secretValues } from './lib/worker-secrets.ts';
 import { composeRegistry } from './platform/compose.ts';
@@ -73,8 +73,6 @@ export function entryUsage(env: WorkerEnv): InvocationUsage {
   }
   return new InvocationUsage(budgets);
 }
-
-const DEFAULT_BUDGETS: WorkerConfig['budgets'] = { cpuMs: 20_000, subrequests: 9_000, connections: 6 };
 
 // Registries are synced to the engine's job types once per isolate and database.
 const syncedDatabases = new Set<string>();

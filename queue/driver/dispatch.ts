@@ -1,5 +1,6 @@
-// The dispatchers' two reads of the queue: when the next step falls due, and how much is due now.
-// Both walk jobs_due_idx (run_at, queued rows only), so their cost does not grow with the queue.
+// The fan-out's read of the queue: how much is due now (when the next step falls due is
+// maintenance.ts's nextDueInMs, which the drains share). Both walk jobs_due_idx (run_at, queued
+// rows only), so their cost does not grow with the queue.
 import type { Queryable } from '../db.ts';
 import { at } from './clock.ts';
 

@@ -1,6 +1,6 @@
 import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from 'cloudflare:test';
 import { afterAll } from 'vitest';
-import type { WorkerEnv } from '../../functions/config.ts';
+import { readConfig, type WorkerEnv } from '../../functions/config.ts';
 import { connectInWorker } from '../../functions/cloudflare-socket.ts';
 import { dispatcherStatuses, disarmDispatcher } from '../../functions/dispatch/wake.ts';
 import type { DispatcherStatus } from '../../functions/dispatch/names.ts';
@@ -28,7 +28,7 @@ const harnesses: ClockHarness[] = [];
 afterAll(async () => {
   // every shard of every pool used here stops its clock; the database is dropped by the global teardown
   for (const h of harnesses.splice(0)) {
-    const shards = Number(h.env.DISPATCH_SHARDS ?? 4);
+    const shards = readConfig(h.env).dispatchShards;
     for (let shard = 0; shard < shards; shard++) await disarmDispatcher(h.env, h.pool, shard);
     await h.sql`update worker.jobs set status = 'cancelled', finished_at = now() where pool = ${h.pool} and finished_at is null`;
     await h.sql.end({ timeout: 1 }).catch(() => {});
@@ -49,7 +49,7 @@ export function createClockHarness(label: string): ClockHarness {
       await worker.scheduled(createScheduledController({ cron: '* * * * *', scheduledTime: new Date() }), harnessEnv, ctx);
       await waitOnExecutionContext(ctx);
     },
-    statuses: () => dispatcherStatuses(harnessEnv, pool, Number(harnessEnv.DISPATCH_SHARDS ?? 4)),
+    statuses: () => dispatcherStatuses(harnessEnv, pool, readConfig(harnessEnv).dispatchShards),
     async insert(jobs) {
       const rows = jobs.map((j) => ({ type: j.type, payload: j.payload, pool, ...(j.runAt ? { runAt: j.runAt.toISOString() } : {}) }));
       const ids = await sql<{ id: string }[]>`select j->>'id' as id from worker.enqueue_jobs(${sql.json(rows as never)}::jsonb) as t(j)`;
