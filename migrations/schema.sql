@@ -261,6 +261,7 @@ create table worker.event_rollup (
   id integer default 1 not null,
   last_event_id bigint not null,
   rolled_at timestamp with time zone,
+  last_finished_at timestamp with time zone default '-infinity'::timestamp with time zone not null,
   constraint event_rollup_id_check CHECK ((id = 1)),
   constraint event_rollup_pkey PRIMARY KEY (id)
 );
@@ -336,6 +337,8 @@ create table worker.jobs (
   started_at timestamp with time zone,
   claimed_at timestamp with time zone,
   finished_at timestamp with time zone,
+  claimed_event_id bigint,
+  done_event_id bigint,
   constraint jobs_check CHECK (((concurrency_key IS NULL) = (concurrency_limit IS NULL))),
   constraint jobs_check1 CHECK (((result IS NULL) OR (status = 'done'::text))),
   constraint jobs_check2 CHECK (((status = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text, 'oom_killed'::text])) = (finished_at IS NOT NULL))),
@@ -445,6 +448,30 @@ create view platform.account_plan_now as
            FROM platform.account_plans a
           WHERE ((a.account_id = acc.id) AND ((a.from_period)::text = (platform.next_period(platform.period_of(now())))::text))) AS next_cycle_plan
    FROM platform.accounts acc;
+
+create view worker.job_history as
+ SELECT e.id,
+    e.job_id,
+    e.at,
+    e.kind,
+    e.detail
+   FROM worker.job_events e
+UNION ALL
+ SELECT j.claimed_event_id AS id,
+    j.id AS job_id,
+    j.claimed_at AS at,
+    'claimed'::text AS kind,
+    worker.claimed_event_detail(j.locked_by, j.lease_token, j.attempts, j.step, j.claimed_at, j.type) AS detail
+   FROM worker.jobs j
+  WHERE ((j.claimed_event_id IS NOT NULL) AND (j.status = ANY (ARRAY['running'::text, 'done'::text])))
+UNION ALL
+ SELECT j.done_event_id AS id,
+    j.id AS job_id,
+    j.finished_at AS at,
+    'done'::text AS kind,
+    jsonb_build_object('attempt', j.attempts) AS detail
+   FROM worker.jobs j
+  WHERE ((j.done_event_id IS NOT NULL) AND (j.status = 'done'::text));
 
 -- indexes (those of primary-key, unique and exclusion constraints are the constraints above)
 
@@ -881,15 +908,12 @@ begin
          set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
              lease_token = gen_random_uuid(),
              locked_until = v_now + make_interval(secs => t.lease_ms / 1000.0),
-             running_pool = p_pool, claimed_at = v_now, started_at = coalesce(j.started_at, v_now)
+             running_pool = p_pool, claimed_at = v_now, started_at = coalesce(j.started_at, v_now),
+             -- the claim's event is held on the row (0160): it takes only its id here
+             claimed_event_id = nextval('worker.job_events_id_seq')
         from worker.job_types t
        where j.id = any (v_admitted) and t.type = j.type
       returning j.*
-    ), ev as (
-      insert into worker.job_events (job_id, at, kind, detail)
-      select u.id, v_now, 'claimed', jsonb_build_object('owner', u.locked_by, 'token', u.lease_token,
-             'attempt', u.attempts, 'step', u.step, 'lockedUntil', u.locked_until)
-        from upd u
     )
     select * from upd order by priority, run_at;
 end $function$;
@@ -923,6 +947,16 @@ begin
   expires_at := v_row.expires_at;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.claimed_event_detail(p_owner text, p_token uuid, p_attempt integer, p_step text, p_claimed_at timestamp with time zone, p_type text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+AS $function$
+  select jsonb_build_object('owner', p_owner, 'token', p_token, 'attempt', p_attempt, 'step', p_step,
+           'lockedUntil', p_claimed_at + make_interval(secs => t.lease_ms / 1000.0))
+    from worker.job_types t where t.type = p_type
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.complete_jobs(p_done jsonb, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS TABLE(id uuid)
  LANGUAGE plpgsql
@@ -935,17 +969,16 @@ begin
     ), upd as (
       update worker.jobs j
          set status = 'done', result = coalesce(x.result, 'null'::jsonb), finished_at = coalesce(p_now, now()),
-             locked_until = null, running_pool = null
+             locked_until = null, running_pool = null,
+             -- the done event is held on the row with the claim's (0160): it takes only its id here
+             done_event_id = nextval('worker.job_events_id_seq')
         from input x
        -- Rows are found by primary key. IS NOT DISTINCT FROM states the same fence as = (status is
        -- never null) but keeps the planner off jobs_lease_idx, whose predicate = would match: with
        -- few running rows in its statistics it looks cheaper, and then walks every running job.
        where j.id = any (array(select i.id from input i)) and j.id = x.id and j.lease_token = x.token
          and j.status is not distinct from 'running'
-      returning j.id, j.finished_at, j.attempts
-    ), ev as (
-      insert into worker.job_events (job_id, at, kind, detail)
-      select u.id, u.finished_at, 'done', jsonb_build_object('attempt', u.attempts) from upd u
+      returning j.id
     )
     select u.id from upd u;
 end $function$;
@@ -990,13 +1023,32 @@ CREATE OR REPLACE FUNCTION worker.current_step_stats()
  LANGUAGE sql
  STABLE
 AS $function$
-  with w as (select last_event_id from worker.event_rollup where id = 1)
+  with w as (select last_event_id, last_finished_at from worker.event_rollup where id = 1)
   select x.type, x.outcome, x.bucket, sum(x.steps)::bigint, sum(x.seconds)::float8
     from (select s.type, s.outcome, s.bucket, s.steps, s.seconds from worker.step_stats s
           union all
           select t.type, t.outcome, t.bucket, 1, t.seconds
-            from w, worker.step_rows(w.last_event_id, 9223372036854775807) t) x
+            from w, worker.step_rows(w.last_event_id, 9223372036854775807) t
+          union all
+          select d.type, d.outcome, d.bucket, 1, d.seconds
+            from w, worker.done_step_rows(w.last_finished_at, 'infinity') d) x
    group by 1, 2, 3
+$function$;
+
+CREATE OR REPLACE FUNCTION worker.done_step_rows(p_after timestamp with time zone, p_upto timestamp with time zone)
+ RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision)
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- The completed steps whose claim and done event the job row holds (0160), finished in
+  -- (p_after, p_upto]: a range of jobs_finished_idx. Done events written as rows (a legacy row,
+  -- or one an operator requeued since) are worker.step_rows' to count.
+  select j.type, 'done',
+         (select count(*) from unnest(worker.step_duration_bounds()) b where b < extract(epoch from j.finished_at - j.claimed_at))::smallint,
+         greatest(extract(epoch from j.finished_at - j.claimed_at)::float8, 0)
+    from worker.jobs j
+   where j.finished_at > p_after and j.finished_at <= p_upto
+     and j.status = 'done' and j.done_event_id is not null
 $function$;
 
 CREATE OR REPLACE FUNCTION worker.enqueue_int(e jsonb, p_field text, p_min numeric, p_max numeric)
@@ -1566,14 +1618,40 @@ declare
   v_from  bigint;
   v_young bigint;
   v_upto  bigint;
+  v_ffrom timestamptz;             -- the done rows' cursor (0160): finished_at already folded
+  v_fupto timestamptz;
+  v_rows  int := 0;                -- done rows folded
+  v_n     int;                     -- events folded
 begin
-  select last_event_id into v_from from worker.event_rollup where id = 1 for update skip locked;
+  select last_event_id, last_finished_at into v_from, v_ffrom from worker.event_rollup where id = 1 for update skip locked;
   if not found then return 0; end if;
+
+  -- Completed steps the job rows hold: those finished before the lag, at most about p_limit rows
+  -- (the cut is a finished_at, and rows finished at that same instant come along).
+  v_fupto := v_now - make_interval(secs => p_lag_ms / 1000.0);
+  v_fupto := least(v_fupto, (select j.finished_at from worker.jobs j
+                              where j.finished_at > v_ffrom and j.finished_at <= v_fupto
+                              order by j.finished_at offset greatest(p_limit - 1, 0) limit 1));
+  if v_fupto > v_ffrom then
+    with r as (select * from worker.done_step_rows(v_ffrom, v_fupto)),
+    ins as (
+      insert into worker.step_stats (type, outcome, bucket, steps, seconds)
+      select r.type, r.outcome, r.bucket, count(*), sum(r.seconds) from r group by 1, 2, 3
+      on conflict (type, outcome, bucket)
+      do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds)
+    select count(*) into v_rows from r;
+    update worker.event_rollup set last_finished_at = v_fupto, rolled_at = v_now where id = 1;
+  end if;
+
   select min(e.id) into v_young from worker.job_events e
    where e.id > v_from and e.at >= v_now - make_interval(secs => p_lag_ms / 1000.0);
   select coalesce(v_young - 1, max(e.id), v_from) into v_upto from worker.job_events e where e.id > v_from;
-  v_upto := least(v_upto, v_from + p_limit);
-  if v_upto <= v_from then return 0; end if;
+  -- At most p_limit events: the ids have gaps (a rolled-back insert's, and since 0160 the ids the
+  -- rows' held events took), so the cut is the p_limit-th event, not an id span.
+  v_upto := coalesce((select e.id from worker.job_events e where e.id > v_from and e.id <= v_upto
+                       order by e.id offset greatest(p_limit - 1, 0) limit 1), v_upto);
+  if v_upto <= v_from then return v_rows; end if;
+  select count(*) into v_n from worker.job_events e where e.id > v_from and e.id <= v_upto;
 
   insert into worker.step_stats (type, outcome, bucket, steps, seconds)
   select s.type, s.outcome, s.bucket, count(*), sum(s.seconds) from worker.step_rows(v_from, v_upto) s
@@ -1586,7 +1664,7 @@ begin
   on conflict (type, counter) do update set n = worker.job_counters.n + excluded.n;
 
   update worker.event_rollup set last_event_id = v_upto, rolled_at = v_now where id = 1;
-  return v_upto - v_from;
+  return v_n + v_rows;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.settle_and_claim(p_done jsonb, p_worker text, p_pool text, p_limit integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_types text[] DEFAULT NULL::text[])
@@ -1695,6 +1773,28 @@ begin
     'hex')::uuid;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.write_row_held_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+  -- The row is about to stop holding its claim (a claim that ends other than done) or its claim
+  -- and done event (a done job leaving done): they become event rows under the ids the claim and
+  -- the completion took, so the job's history (worker.job_history) reads as it did.
+  if old.claimed_event_id is not null then
+    insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
+    values (old.claimed_event_id, old.id, old.claimed_at, 'claimed',
+            worker.claimed_event_detail(old.locked_by, old.lease_token, old.attempts, old.step, old.claimed_at, old.type));
+  end if;
+  if old.status = 'done' and old.done_event_id is not null then
+    insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
+    values (old.done_event_id, old.id, old.finished_at, 'done', jsonb_build_object('attempt', old.attempts));
+  end if;
+  new.claimed_event_id := null;
+  new.done_event_id := null;
+  return new;
+end $function$;
+
 -- triggers
 
 CREATE TRIGGER job_events_operator_resolves AFTER INSERT ON worker.job_events FOR EACH ROW WHEN (((new.kind = 'requeued'::text) OR ((new.kind = 'failed'::text) AND (new.detail ? 'manual'::text)))) EXECUTE FUNCTION worker.resolve_alerts_on_operator_action();
@@ -1702,5 +1802,7 @@ CREATE TRIGGER job_events_operator_resolves AFTER INSERT ON worker.job_events FO
 CREATE TRIGGER jobs_release_submit_key AFTER DELETE ON worker.jobs FOR EACH ROW WHEN ((old.submit_key IS NOT NULL)) EXECUTE FUNCTION worker.release_submit_key();
 
 CREATE TRIGGER jobs_truncate_submit_keys AFTER TRUNCATE ON worker.jobs FOR EACH STATEMENT EXECUTE FUNCTION worker.truncate_submit_keys();
+
+CREATE TRIGGER jobs_write_row_held_events BEFORE UPDATE ON worker.jobs FOR EACH ROW WHEN ((((old.status = 'running'::text) AND (new.status <> 'running'::text) AND (new.status <> 'done'::text)) OR ((old.status = 'done'::text) AND (new.status <> 'done'::text)))) EXECUTE FUNCTION worker.write_row_held_events();
 
 CREATE TRIGGER leader_lease_acquired AFTER UPDATE ON worker.leader_lease FOR EACH ROW WHEN ((new.generation IS DISTINCT FROM old.generation)) EXECUTE FUNCTION worker.record_leader_acquisition();

@@ -44,6 +44,8 @@ export async function settleAndClaim(sql: Queryable, completions: Completion[], 
  * (migrations/functions/worker.settle_and_claim.sql): half the bytes of an object repeating every column name.
  */
 export const CLAIMED_COLUMNS = JOB_COLUMNS;
+/** The columns of worker.jobs after the claimed ones: the history ids the row holds, which a claim does not return. */
+export { ROW_HELD_EVENT_COLUMNS } from './driver/rows.ts';
 
 async function retryingClaim<T>(claim: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {

@@ -185,15 +185,12 @@ begin
          set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
              lease_token = gen_random_uuid(),
              locked_until = v_now + make_interval(secs => t.lease_ms / 1000.0),
-             running_pool = p_pool, claimed_at = v_now, started_at = coalesce(j.started_at, v_now)
+             running_pool = p_pool, claimed_at = v_now, started_at = coalesce(j.started_at, v_now),
+             -- the claim's event is held on the row (0160): it takes only its id here
+             claimed_event_id = nextval('worker.job_events_id_seq')
         from worker.job_types t
        where j.id = any (v_admitted) and t.type = j.type
       returning j.*
-    ), ev as (
-      insert into worker.job_events (job_id, at, kind, detail)
-      select u.id, v_now, 'claimed', jsonb_build_object('owner', u.locked_by, 'token', u.lease_token,
-             'attempt', u.attempts, 'step', u.step, 'lockedUntil', u.locked_until)
-        from upd u
     )
     select * from upd order by priority, run_at;
 end $function$

@@ -6,7 +6,7 @@ import type { SubmitKeyJob } from '../jobs-query.ts';
 import { at } from './clock.ts';
 import { int, jobStatus, parseJobEventRow, parseJobRow, record, text, textOrNull, time, timeOrNull } from './rows.ts';
 
-/** Reads of worker.jobs and worker.job_events: the HTTP API, the CLI, the dashboard and the platform's jobs. */
+/** Reads of worker.jobs and a job's history: the HTTP API, the CLI, the dashboard and the platform's jobs. */
 
 /** Started and not finished: queue/progress.ts's isInProgress, as SQL (status is never null). */
 export const inProgressCondition = (sql: Queryable) => sql`(status = 'running' or (status = 'queued' and started_at is not null))`;
@@ -16,8 +16,9 @@ export async function jobById(sql: Queryable, id: string): Promise<Job | null> {
   return row ? parseJobRow(row) : null;
 }
 
+/** The job's history: its event rows and the events its row holds (worker.job_history, 0160). */
 export async function eventsOf(sql: Queryable, jobId: string): Promise<JobEvent[]> {
-  const rows = await sql`select * from worker.job_events where job_id = ${jobId} order by id`;
+  const rows = await sql`select * from worker.job_history where job_id = ${jobId} order by id`;
   return rows.map(parseJobEventRow);
 }
 

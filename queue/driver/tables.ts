@@ -28,7 +28,7 @@ export async function allJobs(sql: Queryable, filter: { type?: string; status?: 
 /** Every event (of the jobs of one type, or of `kind`), in write order. */
 export async function allEvents(sql: Queryable, filter: { type?: string; kind?: string; jobIds?: readonly string[] } = {}): Promise<JobEvent[]> {
   const rows = await sql`
-    select e.* from worker.job_events e
+    select e.* from worker.job_history e
      where true
        ${filter.type ? sql`and e.job_id in (select j.id from worker.jobs j where j.type = ${filter.type})` : sql``}
        ${filter.kind ? sql`and e.kind = ${filter.kind}` : sql``}
@@ -54,7 +54,7 @@ export async function openJobCounts(sql: Queryable): Promise<{ running: number; 
  */
 export async function doubledWrites(sql: Queryable): Promise<{ doneTwice: number; strayResults: number; submitTwice: number }> {
   const [row] = await sql`
-    select (select count(*)::int from (select job_id from worker.job_events where kind = 'done' group by job_id having count(*) > 1) d) as done_twice,
+    select (select count(*)::int from (select job_id from worker.job_history where kind = 'done' group by job_id having count(*) > 1) d) as done_twice,
            (select count(*)::int from worker.jobs where (result is not null) <> (status = 'done')) as stray_results,
            (select count(*)::int from (select submit_key from worker.jobs where submit_key is not null group by submit_key having count(*) > 1) s) as submit_twice`;
   const r = record(row, 'doubled writes');

@@ -3,7 +3,7 @@ import type { JobEvent } from '../../queue/job.ts';
 import { allEvents, allJobs } from '../../queue/driver/tables.ts';
 
 /**
- * Replays each job's worker.job_events in order against the engine's state machine and reports
+ * Replays each job's history (worker.job_history: its event rows and the events its row holds) in order against the engine's state machine and reports
  * every place where history and the row disagree, or where two owners could have held the job at
  * once. Used by the chaos, database-fault and model tests and by `npm run soak`: whatever the
  * faults did, the history must be one a correct engine could have written. A tool, not a test

@@ -42,7 +42,7 @@ describe('the dispatcher keeps time', () => {
     }, 20_000);
     expect(done).toBe(true);
     const claims = await h.sql<{ at: Date; run_at: string }[]>`
-      select at, detail->>'runAt' as run_at from worker.job_events where job_id = ${id!} and kind = 'claimed' order by id`;
+      select at, detail->>'runAt' as run_at from worker.job_history where job_id = ${id!} and kind = 'claimed' order by id`;
     expect(claims).toHaveLength(4);
     // each later step was claimed at or after its delay, and not a tick's minute later
     for (let i = 1; i < claims.length; i++) {
@@ -92,7 +92,7 @@ describe('the dispatcher keeps time', () => {
       const [r] = await h.sql`select count(*)::int as n from worker.jobs where id = any(${ids}::uuid[]) and status = 'done'`;
       return r!.n === ids.length;
     }, 15_000);
-    const [claims] = await h.sql`select count(*)::int as n, count(distinct job_id)::int as jobs from worker.job_events where job_id = any(${ids}::uuid[]) and kind = 'claimed'`;
+    const [claims] = await h.sql`select count(*)::int as n, count(distinct job_id)::int as jobs from worker.job_history where job_id = any(${ids}::uuid[]) and kind = 'claimed'`;
     expect(claims).toEqual({ n: 30, jobs: 30 });
   });
 
@@ -122,7 +122,7 @@ describe('the dispatcher keeps time', () => {
     // 3 steps per job, each claimed once: a duplicate claim of a step would show as a 4th claim
     const [claims] = await h.sql`
       select count(*)::int as n, count(distinct (job_id, detail->>'step'))::int as steps
-        from worker.job_events where job_id = any(${ids}::uuid[]) and kind = 'claimed'`;
+        from worker.job_history where job_id = any(${ids}::uuid[]) and kind = 'claimed'`;
     expect(claims!.n).toBe(1_200);
     const statuses = await h.statuses();
     const drained = statuses.filter((s) => s.claimed > 0);

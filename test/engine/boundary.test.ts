@@ -69,7 +69,7 @@ describe('engine boundary', () => {
       '// a comment naming worker.jobs is not SQL',
       "const s = 'worker.jobs in a plain string';",
       'await sql`select * from worker.jobs',
-      '          join worker.job_events e on true`;',
+      '          join worker.job_history e on true`;',
       'const q = `update ${sql`worker.alerts`} set x = 1`;',
       'const u = `see https://worker.example.com/x and worker.yaml`;',
       'const t = (<div>{`from worker.schedules`}</div>);',

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CLAIMED_COLUMNS, enqueue, getJob, settleAndClaim } from '../../queue/index.ts';
+import { CLAIMED_COLUMNS, ROW_HELD_EVENT_COLUMNS, enqueue, getJob, settleAndClaim } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
 let db: TestDatabase;
@@ -8,10 +8,10 @@ beforeAll(async () => {
 });
 
 describe('settle_and_claim rows', () => {
-  it('names every column of worker.jobs, in table order', async () => {
+  it('names every column of worker.jobs, in table order (then the history ids the row holds)', async () => {
     const columns = await db.sql`
       select attname from pg_attribute where attrelid = 'worker.jobs'::regclass and attnum > 0 and not attisdropped order by attnum`;
-    expect(columns.map((c) => c.attname)).toEqual([...CLAIMED_COLUMNS]);
+    expect(columns.map((c) => c.attname)).toEqual([...CLAIMED_COLUMNS, ...ROW_HELD_EVENT_COLUMNS]);
   });
 
   it('hands the runner the same job the table holds, field for field', async () => {

@@ -30,7 +30,7 @@ describe('claim type filter', () => {
 
     const others = await db.sql`
       select j.status, j.attempts, j.last_error,
-             (select array_agg(e.kind order by e.id) from worker.job_events e where e.job_id = j.id) as kinds
+             (select array_agg(e.kind order by e.id) from worker.job_history e where e.job_id = j.id) as kinds
         from worker.jobs j where j.type = 'countdown' and j.finished_at is null`;
     expect(others).toHaveLength(3);
     for (const row of others) {

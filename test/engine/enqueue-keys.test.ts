@@ -60,7 +60,7 @@ describe('submit_key identity lives with the job, not in prunable history', () =
     expect(pruned.events).toBeGreaterThan(0);
     // the premise: the job is still queued and its enqueued event is gone
     expect((await db.sql`select status from worker.jobs where id = ${first.job.id}`)[0]!.status).toBe('queued');
-    expect(await db.sql`select kind from worker.job_events where job_id = ${first.job.id}`).toEqual([]);
+    expect(await db.sql`select kind from worker.job_history where job_id = ${first.job.id}`).toEqual([]);
 
     const again = await enqueue(db.sql, { ...request('far'), submitKey: 'idem-40d', runAt: new Date(later.getTime() + 9 * DAY_MS) }, { now: later });
     expect(again).toMatchObject({ duplicate: true, job: { id: first.job.id, status: 'queued' } });
@@ -85,7 +85,7 @@ describe('submit_key identity lives with the job, not in prunable history', () =
     expect(await continueJob(db.sql, claimed[0]!, { step: 'wait', delayMs: null }, { now: t0 })).toBe(true);
     const later = new Date(t0.getTime() + 2 * 3_600_000);
     await pruneFinished(db.sql, { now: later, eventRetentionMs: 3_600_000 });
-    expect(await db.sql`select kind from worker.job_events where job_id = ${first.job.id}`).toEqual([]);
+    expect(await db.sql`select kind from worker.job_history where job_id = ${first.job.id}`).toEqual([]);
 
     const again = await enqueue(db.sql, { ...request('parked'), submitKey: 'idem-parked' }, { now: later });
     expect(again).toMatchObject({ duplicate: true, job: { id: first.job.id, status: 'queued', step: 'wait' } });

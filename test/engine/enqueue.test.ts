@@ -68,7 +68,7 @@ describe('enqueue', () => {
     const before = await count(db.sql);
     const [plain] = await db.sql`select * from worker.enqueue_job(type => 'uppercase', payload => '{"text":"once"}'::jsonb)`;
     expect(await count(db.sql)).toBe(before + 1);
-    const events = await db.sql`select kind from worker.job_events where job_id = ${plain!.id}`;
+    const events = await db.sql`select kind from worker.job_history where job_id = ${plain!.id}`;
     expect(events.map((e) => e.kind)).toEqual(['enqueued']);
   });
 

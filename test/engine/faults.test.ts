@@ -95,7 +95,7 @@ async function blockCommitsTouchingServices(sql: Sql): Promise<{ release(): Prom
 }
 
 const counts = async (sql: Sql) => {
-  const [row] = await sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events,
+  const [row] = await sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events,
                                  (select count(*)::int from platform.services) as services`;
   return row;
 };
@@ -282,7 +282,7 @@ describe('a Postgres restart in the middle of a run', () => {
       );
     });
     for (;;) {
-      const [row] = await setup`select count(*)::int as n from worker.job_events where kind = 'checkpoint'`;
+      const [row] = await setup`select count(*)::int as n from worker.job_history where kind = 'checkpoint'`;
       if (row!.n >= JOBS) break;
       await new Promise((r) => setTimeout(r, 10));
     }

@@ -32,7 +32,7 @@ beforeAll(async () => {
 });
 
 async function snapshot(sql: Sql) {
-  const [row] = await sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events`;
+  const [row] = await sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events`;
   return row as { jobs: number; events: number };
 }
 
@@ -120,7 +120,7 @@ describe('worker.enqueue_job under hostile arguments', () => {
         expect(job.payload).toEqual(a.payload === null ? {} : JSON.parse(a.payload));
         const [stored] = await db.sql`select type, payload, dedupe_key, submit_key, pool, concurrency_key from worker.jobs where id = ${job.id}`;
         expect(stored).toEqual({ ...given, payload: job.payload });
-        const events = await db.sql`select kind from worker.job_events where job_id = ${job.id}`;
+        const events = await db.sql`select kind from worker.job_history where job_id = ${job.id}`;
         expect(events.map((e) => e.kind)).toEqual(['enqueued']);
       }),
       { numRuns: 400 },

@@ -146,7 +146,7 @@ describe('concurrent runners', () => {
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
     const [row] = await db.sql`
       select count(*)::int as jobs, count(result)::int as results,
-             (select count(*)::int from worker.job_events e where e.kind = 'done' and e.job_id in (select id from worker.jobs where payload->>'text' like 'c%')) as done_events
+             (select count(*)::int from worker.job_history e where e.kind = 'done' and e.job_id in (select id from worker.jobs where payload->>'text' like 'c%')) as done_events
         from worker.jobs where payload->>'text' like 'c%' and status = 'done'`;
     expect(row).toEqual({ jobs: 2000, results: 2000, done_events: 2000 });
   });

@@ -27,12 +27,12 @@ describe('maintenance', () => {
     expect(await ids()).toContain(failed.job.id);
     expect((await pruneFinished(db.sql, { now: at(31 * DAY) })).jobs).toBe(1);
     expect(await ids()).toEqual([live.job.id]);
-    const [ev] = await db.sql`select count(*)::int as n from worker.job_events`;
+    const [ev] = await db.sql`select count(*)::int as n from worker.job_history`;
     expect(ev!.n).toBe(0); // every event here is older than 30 days at T0 + 31 d
   });
 
   it('prunes events oldest first in bounded batches, past a younger event stamped out of order', async () => {
-    const events = async () => (await db.sql`select job_id, at from worker.job_events order by id`).map((r) => ({ job: r.job_id as string, at: (r.at as Date).getTime() }));
+    const events = async () => (await db.sql`select job_id, at from worker.job_history order by id`).map((r) => ({ job: r.job_id as string, at: (r.at as Date).getTime() }));
     const old = [];
     for (let i = 0; i < 5; i++) old.push((await enqueue(db.sql, { type: 'uppercase', payload: { text: `e${i}` }, runAt: at(90 * DAY) }, { now: at(0) })).job.id);
     // stamped in the future, between the old ones by id

@@ -62,7 +62,7 @@ async function runCleanup(payload: Record<string, unknown>, deps: Partial<Cleanu
   const [row] = await db.sql`select status, result, last_error from worker.jobs where id = ${job.id}`;
   expect(row, String(row?.last_error)).toMatchObject({ status: 'done' });
   const audit = await db.sql`select sweep, action, target, detail from platform.cleanup_actions where job_id = ${job.id} order by id`;
-  const [{ steps }] = (await db.sql`select count(*)::int as steps from worker.job_events where job_id = ${job.id} and kind = 'claimed'`) as unknown as [{ steps: number }];
+  const [{ steps }] = (await db.sql`select count(*)::int as steps from worker.job_history where job_id = ${job.id} and kind = 'claimed'`) as unknown as [{ steps: number }];
   const result = row!.result as { dryRun: boolean; sweeps: { sweep: string; count: number; actions: { action: string; target: string }[] }[] };
   const sweep = (name: string) => result.sweeps.find((s) => s.sweep === name)!;
   return { id: job.id, result, sweep, audit, steps };

@@ -193,10 +193,14 @@ describe('step statistics rolled up from job events', () => {
       const [c] = await claimJobs(db.sql, { workerId: 'w', limit: 1 });
       await completeJob(db.sql, c!, null);
     }
-    // each job wrote enqueued, claimed and done: nine events, all younger than a minute
+    // each job wrote its enqueued event as a row and holds its claimed and done events (0160):
+    // three events and three done rows, all younger than a minute
     expect((await db.sql`select worker.rollup_job_events(60000, 100000, ${now}) as n`)[0]!.n).toBe(0);
-    expect((await db.sql`select worker.rollup_job_events(0, 4) as n`)[0]!.n).toBe(4);
-    expect((await db.sql`select worker.rollup_job_events(0, 100) as n`)[0]!.n).toBe(5);
+    // the limit applies to each: two done rows and two events, then the one of each left
+    expect((await db.sql`select worker.rollup_job_events(0, 2) as n`)[0]!.n).toBe(4);
+    expect((await stats('lag_probe')).reduce((n, r) => n + r.steps, 0)).toBe(3); // the unrolled tail counted too
+    expect((await db.sql`select worker.rollup_job_events(0, 100) as n`)[0]!.n).toBe(2);
+    expect((await db.sql`select worker.rollup_job_events(0, 100) as n`)[0]!.n).toBe(0);
     expect((await stats('lag_probe')).reduce((n, r) => n + r.steps, 0)).toBe(3);
   });
 });

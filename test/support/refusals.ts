@@ -4,7 +4,7 @@ import type { Sql } from '../../queue/index.ts';
 /** Rows an enqueue writes: a refused one must leave every count as it was. */
 async function enqueueWrites(sql: Sql) {
   const [row] = await sql`
-    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events,
+    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events,
            (select count(*)::int from worker.concurrency_keys) as concurrency_keys,
            (select count(*)::int from worker.submit_keys) as submit_keys`;
   return row;

@@ -26,7 +26,7 @@ async function expectRefused(act: () => Promise<{ status: number; body: Json }>,
 }
 
 async function snapshot() {
-  const [row] = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events,
+  const [row] = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events,
                                    (select coalesce(max(generation), 0)::int from worker.leader_lease) as gen,
                                    (select count(*)::int from worker.jobs where status = 'cancelled') as cancelled`;
   return row;

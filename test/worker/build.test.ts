@@ -119,7 +119,7 @@ describe('the build job on ticks', () => {
     const logs = await h.request(`/v1/builds/${job.id}/logs`, { token: 'enqueue' });
     expect(logs.headers.get('x-build-status')).toBe('done');
     expect(await logs.text()).toBe(expected);
-    const events = await h.sql`select kind, detail->>'step' as step from worker.job_events where job_id = ${job.id} and kind in ('claimed') order by id`;
+    const events = await h.sql`select kind, detail->>'step' as step from worker.job_history where job_id = ${job.id} and kind in ('claimed') order by id`;
     expect(events.map((e) => e.step)).toEqual(['start', 'poll', 'poll', 'poll', 'poll', 'finish']);
   });
 

@@ -13,7 +13,7 @@ beforeAll(async () => {
 });
 
 async function counts() {
-  const [row] = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events`;
+  const [row] = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events`;
   return row;
 }
 

@@ -92,7 +92,7 @@ describe('an unreachable database', () => {
 describe('a connection cut while a request runs', () => {
   it('a batch enqueue cut halfway answers 503 and writes none of it; the next request goes through', async () => {
     const [{ id: waiting }] = (await h.sql`select id from worker.enqueue_job('uppercase', '{"text": "old"}', dedupe_key => 'w-5', delay_ms => 3600000)`) as unknown as [{ id: string }];
-    const before = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events`;
+    const before = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events`;
     // a row lock on the waiting job of key w-5: the batch blocks there after writing its first five jobs
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
@@ -119,7 +119,7 @@ describe('a connection cut while a request runs', () => {
     await holder;
     expect(res.status).toBe(503);
     expect(res.body.error.code).toBe('database_unavailable');
-    const after = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events`;
+    const after = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events`;
     expect(after).toEqual(before);
 
     const again = await fetchWith(h.env, '/v1/jobs/batch', json({ jobs }));

@@ -35,7 +35,7 @@ const ROUTES = createApp()
 const CONFIGURED_5XX = new Set(['POST /webhooks/stripe']);
 
 async function counts() {
-  const [row] = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events`;
+  const [row] = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events`;
   return row as { jobs: number; events: number };
 }
 

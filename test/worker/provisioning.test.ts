@@ -50,7 +50,7 @@ describe('POST /v1/databases', () => {
     expect(plain).toMatch(/^postgres(ql)?:\/\//);
     expect(JSON.stringify(got)).not.toContain(plain);
     const dump = await h.sql`select payload::text || checkpoint::text || coalesce(result::text, '') as t from worker.jobs
-                              union all select detail::text from worker.job_events`;
+                              union all select detail::text from worker.job_history`;
     expect(dump.some((r) => (r.t as string).includes(plain))).toBe(false);
   });
 

@@ -51,7 +51,7 @@ const RUN_AT = '2999-01-01T00:00:00Z';
 
 async function snapshot() {
   const [row] = await h.sql`
-    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events,
+    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events,
            (select count(*)::int from worker.concurrency_keys) as concurrency_keys`;
   return row;
 }

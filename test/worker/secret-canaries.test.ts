@@ -110,7 +110,7 @@ beforeAll(async () => {
   const [row] = await h.sql`
     select concat_ws(E'\n',
       (select string_agg(coalesce(last_error, '') || ' ' || coalesce(result::text, '') || ' ' || checkpoint::text, E'\n') from worker.jobs),
-      (select string_agg(detail::text, E'\n') from worker.job_events where kind <> 'enqueued'),
+      (select string_agg(detail::text, E'\n') from worker.job_history where kind <> 'enqueued'),
       (select string_agg(message || ' ' || detail::text, E'\n') from worker.alerts)) as text`;
   stored = row!.text as string;
 });

@@ -69,7 +69,7 @@ const TOKEN_SCOPES: Record<keyof typeof TOKENS, Scope[]> = { admin: ['admin', 'e
 
 async function snapshot() {
   const [row] = await h.sql`
-    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events,
+    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events,
            (select count(*)::int from worker.jobs where status in ('cancelled', 'failed')) as ended,
            (select coalesce(max(generation), 0)::int from worker.leader_lease) as generation,
            (select count(*)::int from platform.stripe_events) as stripe_events`;

@@ -44,7 +44,7 @@ beforeAll(async () => {
 /** Everything a refused request could have written. */
 async function snapshot() {
   const [row] = await h.sql`
-    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_events) as events,
+    select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events,
            (select coalesce(string_agg(id || ':' || coalesce(account_id, '') || ':' || desired_state::text, ',' order by id), '') from platform.services) as services,
            (select count(*)::int from platform.databases) as databases, (select count(*)::int from platform.clusters) as clusters,
            (select count(*)::int from platform.accounts) as accounts`;

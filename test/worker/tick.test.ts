@@ -29,7 +29,7 @@ describe('the tick', () => {
     const [row] = await h.sql`
       select count(*)::int as jobs,
              count(*) filter (where status = 'done')::int as done,
-             (select count(*)::int from worker.job_events e join worker.jobs j on j.id = e.job_id
+             (select count(*)::int from worker.job_history e join worker.jobs j on j.id = e.job_id
                where e.kind = 'claimed' and j.payload->>'text' like 't%') as claims,
              (select count(distinct locked_by)::int from worker.jobs where payload->>'text' like 't%') as owners
         from worker.jobs where payload->>'text' like 't%'`;

@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { connect, type Sql } from '../../queue/db.ts';
+import { claimJobs, completeJob, continueJob, enqueue, failJob, retryJob, type Job } from '../../queue/index.ts';
+import { FUNCTION_FILE, migrate, MIGRATION_FILE, MIGRATIONS_DIR } from '../../queue/migrate.ts';
+import { withDatabase } from '../../scripts/lib/database-url.ts';
+import { checkHistory } from '../../scripts/lib/history.ts';
+
+/**
+ * 0160 moves a database's history onto the job rows: a database filled by the release before it
+ * (its migrations, and its claim, completion and rollup functions, kept in
+ * test/fixtures/functions-before-0160) migrates without losing or changing one event of any job,
+ * and the rolled-up step statistics read the same.
+ */
+const FIXTURE = new URL('../fixtures/functions-before-0160/', import.meta.url).pathname;
+/** The functions 0160 added: the release before it had none of them. */
+const ADDED_BY_0160 = ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql'];
+
+const admin = postgres(inject('adminDatabaseUrl'), { max: 1, onnotice: () => {} });
+const names: string[] = [];
+const dirs: string[] = [];
+const clients: Sql[] = [];
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.end({ timeout: 5 })));
+  for (const name of names) await admin.unsafe(`drop database if exists ${name} with (force)`);
+  await admin.end();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** migrations/ as the release before 0160 shipped it. */
+function previousRelease(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'sbt-migrations-0150-'));
+  dirs.push(dir);
+  mkdirSync(join(dir, 'functions'));
+  for (const f of readdirSync(MIGRATIONS_DIR).filter((f) => MIGRATION_FILE.test(f) && f < '0160')) symlinkSync(join(MIGRATIONS_DIR, f), join(dir, f));
+  for (const f of readdirSync(join(MIGRATIONS_DIR, 'functions')).filter((f) => FUNCTION_FILE.test(f) && !ADDED_BY_0160.includes(f))) {
+    const before = join(FIXTURE, f);
+    symlinkSync(existsSync(before) ? before : join(MIGRATIONS_DIR, 'functions', f), join(dir, 'functions', f));
+  }
+  return dir;
+}
+
+async function database(): Promise<Sql> {
+  const name = `sbt_mighist_${randomBytes(4).toString('hex')}`;
+  names.push(name);
+  await admin.unsafe(`create database ${name}`);
+  const sql = connect(withDatabase(inject('adminDatabaseUrl'), name), { max: 2 });
+  clients.push(sql);
+  return sql;
+}
+
+const T0 = new Date('2026-09-01T00:00:00Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+
+async function claim(sql: Sql, now: Date, type = 'mig_probe'): Promise<Job> {
+  const [job] = await claimJobs(sql, { workerId: 'old-release', limit: 1, types: [type], now });
+  if (!job) throw new Error('nothing claimed');
+  return job;
+}
+
+const eventsByJob = (sql: Sql, table: 'job_events' | 'job_history') =>
+  sql`select job_id, id::int, at, kind, detail from ${sql('worker')}.${sql(table)} order by job_id, id`;
+const stepStats = (sql: Sql) => sql`select * from worker.current_step_stats() order by type, outcome, bucket`;
+const counters = (sql: Sql) => sql`select * from worker.current_job_counters() order by type, counter`;
+
+describe('0160 on a database the release before it filled', () => {
+  it('keeps every event of every job, in order and unchanged, and the step statistics; the engine carries on', async () => {
+    const sql = await database();
+    await migrate(sql, previousRelease());
+    expect((await sql`select to_regclass('worker.job_history') as v`)[0]!.v).toBeNull();
+    await sql`insert into worker.job_types (type, lease_ms, max_attempts) values ('mig_probe', 30000, 3), ('mig_relength', 30000, 3)`;
+    const job = async (ms: number, type = 'mig_probe') => (await enqueue(sql, { type, payload: { ms } }, { now: at(ms) })).job.id;
+
+    // done in one step; done after a continue; failed after a retry
+    const oneStep = await job(0);
+    await completeJob(sql, await claim(sql, at(1_000)), { n: 1 }, { now: at(1_400) });
+    const twoSteps = await job(2_000);
+    await continueJob(sql, await claim(sql, at(2_100)), { step: 'two', delayMs: 0 }, { now: at(2_200) });
+    await completeJob(sql, await claim(sql, at(2_300)), null, { now: at(5_300) });
+    const failed = await job(6_000);
+    expect(await retryJob(sql, await claim(sql, at(6_100)), 'flaky', 0, { now: at(6_200) })).toBe('queued');
+    await failJob(sql, await claim(sql, at(6_300)), 'broken', { now: at(6_400) });
+    // the events so far are rolled up; the rest is the tail the metrics add
+    await sql`select worker.rollup_job_events(0, 100000, ${at(7_000)})`;
+    // done, whose claimed event retention already removed
+    const pruned = await job(8_000);
+    await completeJob(sql, await claim(sql, at(8_100)), null, { now: at(8_200) });
+    await sql`delete from worker.job_events where job_id = ${pruned} and kind = 'claimed'`;
+    // between steps; running; running on a lease the type has since lengthened
+    const between = await job(9_000);
+    await continueJob(sql, await claim(sql, at(9_100)), { step: 'two', delayMs: 100_000 }, { now: at(9_200) });
+    const running = await job(10_000);
+    const runningClaim = await claim(sql, at(10_100));
+    expect(runningClaim.id).toBe(running);
+    const relengthened = await job(11_000, 'mig_relength');
+    const relengthenedClaim = await claim(sql, at(11_100), 'mig_relength');
+    await sql`update worker.job_types set lease_ms = 45000 where type = 'mig_relength'`;
+    const waiting = await job(12_000);
+
+    const before = { events: await eventsByJob(sql, 'job_events'), stats: await stepStats(sql), counters: await counters(sql) };
+    const eventRowsBefore = before.events.length;
+    expect(before.stats.length).toBeGreaterThan(2);
+
+    const applied = await migrate(sql);
+    expect(applied[0]).toBe('0160_row_held_history.sql');
+    expect(await eventsByJob(sql, 'job_history')).toEqual(before.events);
+    expect(await stepStats(sql)).toEqual(before.stats);
+    expect(await counters(sql)).toEqual(before.counters);
+    // what moved onto the rows: the two done jobs' claims and done events, the running claim
+    const moved = await sql`select id, claimed_event_id is not null as claim, done_event_id is not null as done from worker.jobs order by id`;
+    expect(Object.fromEntries(moved.map((r) => [r.id, [r.claim, r.done]]))).toEqual({
+      [oneStep]: [true, true], [twoSteps]: [true, true], [failed]: [false, false], [pruned]: [false, false],
+      [between]: [false, false], [running]: [true, false], [relengthened]: [false, false], [waiting]: [false, false],
+    });
+    expect((await sql`select count(*)::int as n from worker.job_events`)[0]!.n).toBe(eventRowsBefore - 5);
+
+    // the new release finishes what the old one started, on the old claims' tokens
+    expect(await completeJob(sql, runningClaim, null, { now: at(13_000) })).toBe(true);
+    expect(await completeJob(sql, relengthenedClaim, null, { now: at(13_100) })).toBe(true);
+    await completeJob(sql, await claim(sql, at(13_200)), null, { now: at(13_300) });
+    await completeJob(sql, await claim(sql, at(200_000)), null, { now: at(200_100) });
+    const kinds = async (id: string) => (await sql`select kind from worker.job_history where job_id = ${id} order by id`).map((r) => r.kind);
+    expect(await kinds(running)).toEqual(['enqueued', 'claimed', 'done']);
+    expect(await kinds(relengthened)).toEqual(['enqueued', 'claimed', 'done']);
+    expect(await kinds(between)).toEqual(['enqueued', 'claimed', 'checkpoint', 'claimed', 'done']);
+    expect(await kinds(waiting)).toEqual(['enqueued', 'claimed', 'done']);
+    // the replay needs whole histories: the job whose claim retention removed goes the same way
+    await sql`delete from worker.jobs where id = ${pruned}`;
+    await sql`delete from worker.job_events where job_id = ${pruned}`;
+    expect((await checkHistory(sql)).problems).toEqual([]);
+    const done = (rows: Awaited<ReturnType<typeof stepStats>>) => rows.filter((r) => r.outcome === 'done').reduce((n, r) => n + Number(r.steps), 0);
+    expect(done(await stepStats(sql))).toBe(done(before.stats) + 4);
+  });
+});
