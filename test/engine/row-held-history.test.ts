@@ -109,8 +109,12 @@ describe('the history the job row holds', () => {
     await db.sql`update worker.jobs set status = 'queued', finished_at = null, result = null where id = ${job.id}`;
     expect(await history(job.id)).toEqual(before);
     expect(await eventRows(job.id)).toEqual(['enqueued', 'claimed', 'done']);
-    const [row] = await db.sql`select claimed_event_id, done_event_id from worker.jobs where id = ${job.id}`;
-    expect(row).toEqual({ claimed_event_id: null, done_event_id: null });
+    // set back to done by hand and away again: still one of each, nothing written twice
+    await db.sql`update worker.jobs set status = 'done', finished_at = ${at(32_000)}, result = 'null' where id = ${job.id}`;
+    expect(await history(job.id)).toEqual(before);
+    await db.sql`update worker.jobs set status = 'queued', finished_at = null, result = null where id = ${job.id}`;
+    expect(await history(job.id)).toEqual(before);
+    expect(await eventRows(job.id)).toEqual(['enqueued', 'claimed', 'done']);
     // and run again, it is a second claim and a second done, after them
     const again = await claim(at(33_000));
     expect(await completeJob(db.sql, again, null, { now: at(34_000) })).toBe(true);
@@ -124,5 +128,22 @@ describe('the history the job row holds', () => {
     expect(await completeJob(db.sql, await claim(at(41_000)), null, { now: at(42_000) })).toBe(true);
     await db.sql`delete from worker.jobs where id = ${job.id}`;
     expect((await history(job.id)).map((r) => r.kind)).toEqual(['enqueued']);
+  });
+});
+
+describe('fence tokens (one random draw per claim)', () => {
+  it('differ between the jobs of one claim and between claims of one job; a stale token settles nothing', async () => {
+    for (let i = 0; i < 20; i++) await enqueue(db.sql, { type: 'held_probe', payload: { i } }, { now: at(50_000) });
+    const batch = await claimJobs(db.sql, { workerId: 'held-w', limit: 20, types: ['held_probe'], now: at(51_000) });
+    expect(batch).toHaveLength(20);
+    expect(new Set(batch.map((j) => j.leaseToken)).size).toBe(20);
+    const [first] = batch;
+    expect(await releaseOwnLease(db.sql, first!, 'again', { now: at(52_000) })).toBe(true);
+    const again = await claim(at(53_000));
+    expect(again.id).toBe(first!.id);
+    expect(again.leaseToken).not.toBe(first!.leaseToken);
+    expect(await completeJob(db.sql, first!, null, { now: at(54_000) })).toBe(false);
+    expect(await completeJob(db.sql, again, null, { now: at(54_000) })).toBe(true);
+    for (const j of batch.slice(1)) expect(await completeJob(db.sql, j, null, { now: at(55_000) })).toBe(true);
   });
 });
