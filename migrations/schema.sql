@@ -257,6 +257,13 @@ create table worker.depth_snapshots (
   constraint depth_snapshots_pkey PRIMARY KEY (at)
 );
 
+create table worker.event_retention (
+  id integer default 1 not null,
+  kept_from timestamp with time zone default '-infinity'::timestamp with time zone not null,
+  constraint event_retention_id_check CHECK ((id = 1)),
+  constraint event_retention_pkey PRIMARY KEY (id)
+);
+
 create table worker.event_rollup (
   id integer default 1 not null,
   last_event_id bigint not null,
@@ -339,6 +346,7 @@ create table worker.jobs (
   finished_at timestamp with time zone,
   claimed_event_id bigint,
   done_event_id bigint,
+  enqueued_event_id bigint,
   constraint jobs_check CHECK (((concurrency_key IS NULL) = (concurrency_limit IS NULL))),
   constraint jobs_check1 CHECK (((result IS NULL) OR (status = 'done'::text))),
   constraint jobs_check2 CHECK (((status = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text, 'oom_killed'::text])) = (finished_at IS NOT NULL))),
@@ -457,13 +465,25 @@ create view worker.job_history as
     e.detail
    FROM worker.job_events e
 UNION ALL
+ SELECT j.enqueued_event_id AS id,
+    j.id AS job_id,
+    j.created_at AS at,
+    'enqueued'::text AS kind,
+    jsonb_build_object('batch', true, 'runAt', j.run_at) AS detail
+   FROM worker.jobs j,
+    worker.event_retention r
+  WHERE ((j.enqueued_event_id IS NOT NULL) AND (j.created_at >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
+           FROM worker.job_events x
+          WHERE (x.id = j.enqueued_event_id)))))
+UNION ALL
  SELECT j.claimed_event_id AS id,
     j.id AS job_id,
     j.claimed_at AS at,
     'claimed'::text AS kind,
     worker.claimed_event_detail(j.locked_by, j.lease_token, j.attempts, j.step, j.claimed_at, j.type) AS detail
-   FROM worker.jobs j
-  WHERE ((j.claimed_event_id IS NOT NULL) AND (j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (NOT (EXISTS ( SELECT 1
+   FROM worker.jobs j,
+    worker.event_retention r
+  WHERE ((j.claimed_event_id IS NOT NULL) AND (j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (j.claimed_at >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
            FROM worker.job_events x
           WHERE (x.id = j.claimed_event_id)))))
 UNION ALL
@@ -472,8 +492,9 @@ UNION ALL
     j.finished_at AS at,
     'done'::text AS kind,
     jsonb_build_object('attempt', j.attempts) AS detail
-   FROM worker.jobs j
-  WHERE ((j.done_event_id IS NOT NULL) AND (j.status = 'done'::text) AND (NOT (EXISTS ( SELECT 1
+   FROM worker.jobs j,
+    worker.event_retention r
+  WHERE ((j.done_event_id IS NOT NULL) AND (j.status = 'done'::text) AND (j.finished_at >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
            FROM worker.job_events x
           WHERE (x.id = j.done_event_id)))));
 
@@ -1130,16 +1151,19 @@ begin
   if not exists (select 1 from jsonb_array_elements(p_jobs) x
                   where jsonb_typeof(x) = 'object'
                     and (x->>'dedupeKey' is not null or x->>'submitKey' is not null)) then
-    for e in select value from jsonb_array_elements(p_jobs) loop
-      begin
+    -- One exception block around the loop, not one per element: each block is a subtransaction,
+    -- and the first refusal ends the batch anyway. i still names the element refused (a
+    -- variable keeps its value when the block's work is rolled back).
+    begin
+      for e in select value from jsonb_array_elements(p_jobs) loop
         select * into v_p from worker.prepare_enqueue_element(e, v_now);
         v_rows := array_append(v_rows, v_p.job);
-      exception when sqlstate 'SB400' then
-        get stacked diagnostics m = message_text, c = column_name;
-        raise exception 'jobs[%]: %', i, m using errcode = 'SB400', column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
-      end;
-      i := i + 1;
-    end loop;
+        i := i + 1;
+      end loop;
+    exception when sqlstate 'SB400' then
+      get stacked diagnostics m = message_text, c = column_name;
+      raise exception 'jobs[%]: %', i, m using errcode = 'SB400', column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
+    end;
     insert into worker.concurrency_keys (key)
     select distinct r.concurrency_key from unnest(v_rows) r where r.concurrency_key is not null order by 1
     on conflict do nothing;
@@ -1147,15 +1171,13 @@ begin
       with input as (
         select r.* from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
       ), ins as (
+        -- the enqueued event is held on the row (0160): it takes only its id here
         insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
-                                 concurrency_key, concurrency_limit, created_at)
+                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id)
         select i.id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.pool, i.weight,
-               i.concurrency_key, i.concurrency_limit, i.created_at
+               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq')
           from input i order by i.ordinality
         returning *
-      ), ev as (
-        insert into worker.job_events (job_id, at, kind, detail)
-        select ins.id, v_now, 'enqueued', jsonb_build_object('batch', true, 'runAt', ins.run_at) from ins
       )
       select to_jsonb(ins) || jsonb_build_object('_duplicate', false) from ins
         join input i on i.id = ins.id order by i.ordinality;
@@ -1789,20 +1811,30 @@ CREATE OR REPLACE FUNCTION worker.write_row_held_events()
  LANGUAGE plpgsql
 AS $function$
 begin
-  -- The row stopped holding its claim (a claim that ended other than done) or its claim and done
-  -- event (a done job that left done): they become event rows under the ids the claim and the
-  -- completion took, so the job's history (worker.job_history) reads as it did. The row keeps the
-  -- ids until a claim or a completion takes new ones; the view shows them only while the status
-  -- says the row holds them, and an id written out already is not written again.
-  if old.claimed_event_id is not null then
+  -- The row stopped holding its claim (a claim that ended other than done), its claim and done
+  -- event (a done job that left done) or its enqueued event (its run_at changed): they become
+  -- event rows under the ids they took, so the job's history (worker.job_history) reads as it
+  -- did. The row keeps the ids until a claim or a completion takes new ones; the view shows them
+  -- only while the row holds them, and an id written out already is not written again. One
+  -- older than event retention's mark is pruned already: it is not written.
+  if old.enqueued_event_id is not null and old.run_at is distinct from new.run_at then
     insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
-    values (old.claimed_event_id, old.id, old.claimed_at, 'claimed',
-            worker.claimed_event_detail(old.locked_by, old.lease_token, old.attempts, old.step, old.claimed_at, old.type))
+    select old.enqueued_event_id, old.id, old.created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', old.run_at)
+      from worker.event_retention r where old.created_at >= r.kept_from
     on conflict (id) do nothing;
   end if;
-  if old.status = 'done' and old.done_event_id is not null then
+  if old.claimed_event_id is not null
+     and ((old.status = 'running' and new.status not in ('running', 'done')) or (old.status = 'done' and new.status <> 'done')) then
     insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
-    values (old.done_event_id, old.id, old.finished_at, 'done', jsonb_build_object('attempt', old.attempts))
+    select old.claimed_event_id, old.id, old.claimed_at, 'claimed',
+           worker.claimed_event_detail(old.locked_by, old.lease_token, old.attempts, old.step, old.claimed_at, old.type)
+      from worker.event_retention r where old.claimed_at >= r.kept_from
+    on conflict (id) do nothing;
+  end if;
+  if old.done_event_id is not null and old.status = 'done' and new.status <> 'done' then
+    insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
+    select old.done_event_id, old.id, old.finished_at, 'done', jsonb_build_object('attempt', old.attempts)
+      from worker.event_retention r where old.finished_at >= r.kept_from
     on conflict (id) do nothing;
   end if;
   return null;
@@ -1816,6 +1848,6 @@ CREATE TRIGGER jobs_release_submit_key AFTER DELETE ON worker.jobs FOR EACH ROW 
 
 CREATE TRIGGER jobs_truncate_submit_keys AFTER TRUNCATE ON worker.jobs FOR EACH STATEMENT EXECUTE FUNCTION worker.truncate_submit_keys();
 
-CREATE TRIGGER jobs_write_row_held_events AFTER UPDATE ON worker.jobs FOR EACH ROW WHEN ((((old.status = 'running'::text) AND (new.status <> 'running'::text) AND (new.status <> 'done'::text)) OR ((old.status = 'done'::text) AND (new.status <> 'done'::text)))) EXECUTE FUNCTION worker.write_row_held_events();
+CREATE TRIGGER jobs_write_row_held_events AFTER UPDATE ON worker.jobs FOR EACH ROW WHEN ((((old.status = 'running'::text) AND (new.status <> 'running'::text) AND (new.status <> 'done'::text)) OR ((old.status = 'done'::text) AND (new.status <> 'done'::text)) OR ((old.enqueued_event_id IS NOT NULL) AND (old.run_at IS DISTINCT FROM new.run_at)))) EXECUTE FUNCTION worker.write_row_held_events();
 
 CREATE TRIGGER leader_lease_acquired AFTER UPDATE ON worker.leader_lease FOR EACH ROW WHEN ((new.generation IS DISTINCT FROM old.generation)) EXECUTE FUNCTION worker.record_leader_acquisition();

@@ -18,16 +18,19 @@ begin
   if not exists (select 1 from jsonb_array_elements(p_jobs) x
                   where jsonb_typeof(x) = 'object'
                     and (x->>'dedupeKey' is not null or x->>'submitKey' is not null)) then
-    for e in select value from jsonb_array_elements(p_jobs) loop
-      begin
+    -- One exception block around the loop, not one per element: each block is a subtransaction,
+    -- and the first refusal ends the batch anyway. i still names the element refused (a
+    -- variable keeps its value when the block's work is rolled back).
+    begin
+      for e in select value from jsonb_array_elements(p_jobs) loop
         select * into v_p from worker.prepare_enqueue_element(e, v_now);
         v_rows := array_append(v_rows, v_p.job);
-      exception when sqlstate 'SB400' then
-        get stacked diagnostics m = message_text, c = column_name;
-        raise exception 'jobs[%]: %', i, m using errcode = 'SB400', column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
-      end;
-      i := i + 1;
-    end loop;
+        i := i + 1;
+      end loop;
+    exception when sqlstate 'SB400' then
+      get stacked diagnostics m = message_text, c = column_name;
+      raise exception 'jobs[%]: %', i, m using errcode = 'SB400', column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
+    end;
     insert into worker.concurrency_keys (key)
     select distinct r.concurrency_key from unnest(v_rows) r where r.concurrency_key is not null order by 1
     on conflict do nothing;
@@ -35,15 +38,13 @@ begin
       with input as (
         select r.* from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
       ), ins as (
+        -- the enqueued event is held on the row (0160): it takes only its id here
         insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
-                                 concurrency_key, concurrency_limit, created_at)
+                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id)
         select i.id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.pool, i.weight,
-               i.concurrency_key, i.concurrency_limit, i.created_at
+               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq')
           from input i order by i.ordinality
         returning *
-      ), ev as (
-        insert into worker.job_events (job_id, at, kind, detail)
-        select ins.id, v_now, 'enqueued', jsonb_build_object('batch', true, 'runAt', ins.run_at) from ins
       )
       select to_jsonb(ins) || jsonb_build_object('_duplicate', false) from ins
         join input i on i.id = ins.id order by i.ordinality;

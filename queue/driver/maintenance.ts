@@ -56,12 +56,16 @@ export async function deleteOldEvents(sql: Queryable, options: { retentionMs: nu
   // delete those past retention: at most `limit` rows read per pass, even when none is old yet.
   // An event stamped later than ones after it (a pinned clock) is kept until its own time comes,
   // taking one place of the batch meanwhile; it does not hold back the events behind it.
+  // The events the job rows hold (0160) are left out of a job's history from the cut on: the
+  // mark moves with the pass, in the same statement.
+  const cut = before(sql, options.now, options.retentionMs);
   const [row] = await sql<{ n: number }[]>`
     with oldest as (select id, at from worker.job_events order by id limit ${options.limit}),
     del as (
       delete from worker.job_events e using oldest o
-       where e.id = o.id and o.at < ${before(sql, options.now, options.retentionMs)}
-      returning 1)
+       where e.id = o.id and o.at < ${cut}
+      returning 1),
+    mark as (update worker.event_retention set kept_from = greatest(kept_from, ${cut}) where id = 1)
     select count(*)::int as n from del`;
   return row?.n ?? 0;
 }

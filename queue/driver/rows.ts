@@ -88,10 +88,11 @@ export const JOB_COLUMNS = [
   'cancel_reason', 'superseded_by', 'crashes', 'created_at', 'started_at', 'claimed_at', 'finished_at',
 ] as const;
 /**
- * worker.jobs' last columns, not part of a Job: the ids of the claimed and done events the row
- * holds (0160), which a job's history (worker.job_history) reads. A claimed job leaves them out.
+ * worker.jobs' last columns, not part of a Job: the ids of the enqueued, claimed and done events
+ * the row holds (0160), which a job's history (worker.job_history) reads. A claimed job leaves
+ * them out.
  */
-export const ROW_HELD_EVENT_COLUMNS = ['claimed_event_id', 'done_event_id'] as const;
+export const ROW_HELD_EVENT_COLUMNS = ['claimed_event_id', 'done_event_id', 'enqueued_event_id'] as const;
 type JobColumn = (typeof JOB_COLUMNS)[number];
 
 function jobFrom(get: (column: JobColumn) => unknown): Job {

@@ -11,6 +11,8 @@ import { int, parseJobEventRow, parseJobRow, record, text } from './rows.ts';
 /** Empty the job tables (jobs, their events, alerts) between runs of a benchmark or a model history. */
 export async function truncateEngineTables(sql: Queryable): Promise<void> {
   await sql`truncate worker.jobs, worker.job_events, worker.alerts`;
+  // a new history starts with no retention cut (the next one may run on an earlier pinned clock)
+  await sql`update worker.event_retention set kept_from = '-infinity'`;
 }
 
 /** Every job, optionally of one type and/or status, in id (creation) order. */

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { connect, type Sql } from '../../queue/db.ts';
-import { claimJobs, completeJob, continueJob, enqueue, failJob, retryJob, type Job } from '../../queue/index.ts';
+import { claimJobs, completeJob, continueJob, enqueue, enqueueBatch, failJob, retryJob, type Job } from '../../queue/index.ts';
 import { FUNCTION_FILE, migrate, MIGRATION_FILE, MIGRATIONS_DIR } from '../../queue/migrate.ts';
 import { withDatabase } from '../../scripts/lib/database-url.ts';
 import { checkHistory } from '../../scripts/lib/history.ts';
@@ -100,6 +100,10 @@ describe('0160 on a database the release before it filled', () => {
     const relengthenedClaim = await claim(sql, at(11_100), 'mig_relength');
     await sql`update worker.job_types set lease_ms = 45000 where type = 'mig_relength'`;
     const waiting = await job(12_000);
+    // enqueued in a batch: one waiting, one whose run_at a continue moved since
+    const [batched = "", batchedMoved = ""] = (await enqueueBatch(sql, [{ type: 'mig_probe', payload: {}, runAt: at(12_500) },
+      { type: 'mig_relength', payload: {}, runAt: at(12_600) }], { now: at(12_100) })).map((r) => r.job.id);
+    await continueJob(sql, await claim(sql, at(12_700), 'mig_relength'), { step: 'two', delayMs: 100_000 }, { now: at(12_800) });
 
     const before = { events: await eventsByJob(sql, 'job_events'), stats: await stepStats(sql), counters: await counters(sql) };
     const eventRowsBefore = before.events.length;
@@ -111,28 +115,34 @@ describe('0160 on a database the release before it filled', () => {
     expect(await stepStats(sql)).toEqual(before.stats);
     expect(await counters(sql)).toEqual(before.counters);
     // what moved onto the rows: the two done jobs' claims and done events, the running claim
-    const moved = await sql`select id, claimed_event_id is not null as claim, done_event_id is not null as done from worker.jobs order by id`;
-    expect(Object.fromEntries(moved.map((r) => [r.id, [r.claim, r.done]]))).toEqual({
-      [oneStep]: [true, true], [twoSteps]: [true, true], [failed]: [false, false], [pruned]: [false, false],
-      [between]: [false, false], [running]: [true, false], [relengthened]: [false, false], [waiting]: [false, false],
+    const moved = await sql`select id, enqueued_event_id is not null as enq, claimed_event_id is not null as claim,
+                                   done_event_id is not null as done from worker.jobs order by id`;
+    expect(Object.fromEntries(moved.map((r) => [r.id, [r.enq, r.claim, r.done]]))).toEqual({
+      [oneStep]: [false, true, true], [twoSteps]: [false, true, true], [failed]: [false, false, false], [pruned]: [false, false, false],
+      [between]: [false, false, false], [running]: [false, true, false], [relengthened]: [false, false, false],
+      [waiting]: [false, false, false], [batched]: [true, false, false], [batchedMoved]: [false, false, false],
     });
-    expect((await sql`select count(*)::int as n from worker.job_events`)[0]!.n).toBe(eventRowsBefore - 5);
+    expect((await sql`select count(*)::int as n from worker.job_events`)[0]!.n).toBe(eventRowsBefore - 6);
 
     // the new release finishes what the old one started, on the old claims' tokens
     expect(await completeJob(sql, runningClaim, null, { now: at(13_000) })).toBe(true);
     expect(await completeJob(sql, relengthenedClaim, null, { now: at(13_100) })).toBe(true);
     await completeJob(sql, await claim(sql, at(13_200)), null, { now: at(13_300) });
+    await completeJob(sql, await claim(sql, at(13_600)), null, { now: at(13_700) });
     await completeJob(sql, await claim(sql, at(200_000)), null, { now: at(200_100) });
+    await completeJob(sql, await claim(sql, at(200_200), 'mig_relength'), null, { now: at(200_300) });
     const kinds = async (id: string) => (await sql`select kind from worker.job_history where job_id = ${id} order by id`).map((r) => r.kind);
     expect(await kinds(running)).toEqual(['enqueued', 'claimed', 'done']);
     expect(await kinds(relengthened)).toEqual(['enqueued', 'claimed', 'done']);
     expect(await kinds(between)).toEqual(['enqueued', 'claimed', 'checkpoint', 'claimed', 'done']);
     expect(await kinds(waiting)).toEqual(['enqueued', 'claimed', 'done']);
+    expect(await kinds(batched)).toEqual(['enqueued', 'claimed', 'done']);
+    expect(await kinds(batchedMoved)).toEqual(['enqueued', 'claimed', 'checkpoint', 'claimed', 'done']);
     // the replay needs whole histories: the job whose claim retention removed goes the same way
     await sql`delete from worker.jobs where id = ${pruned}`;
     await sql`delete from worker.job_events where job_id = ${pruned}`;
     expect((await checkHistory(sql)).problems).toEqual([]);
     const done = (rows: Awaited<ReturnType<typeof stepStats>>) => rows.filter((r) => r.outcome === 'done').reduce((n, r) => n + Number(r.steps), 0);
-    expect(done(await stepStats(sql))).toBe(done(before.stats) + 4);
+    expect(done(await stepStats(sql))).toBe(done(before.stats) + 6);
   });
 });

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
-  claimJobs, completeJob, continueJob, enqueue, failJob, getJob, releaseOwnLease, rescueExpiredLeases, retryJob, type Job,
+  claimJobs, completeJob, continueJob, enqueue, enqueueBatch, failJob, getJob, pruneFinished, releaseOwnLease, rescheduleJob,
+  rescueExpiredLeases, retryJob, type Job,
 } from '../../queue/index.ts';
 import { checkHistory } from '../../scripts/lib/history.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
@@ -12,7 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase();
-  await db.sql`insert into worker.job_types (type, lease_ms, max_attempts) values ('held_probe', 30000, 2) on conflict do nothing`;
+  await db.sql`insert into worker.job_types (type, lease_ms, max_attempts) values ('held_probe', 30000, 2), ('held_batch', 30000, 2) on conflict do nothing`;
 });
 
 const T0 = new Date('2026-11-02T08:00:00Z');
@@ -29,8 +30,8 @@ const history = async (jobId: string): Promise<Row[]> =>
 const eventRows = async (jobId: string): Promise<string[]> =>
   (await db.sql<{ kind: string }[]>`select kind from worker.job_events where job_id = ${jobId} order by id`).map((r) => r.kind);
 
-async function claim(now: Date): Promise<Job> {
-  const [job] = await claimJobs(db.sql, { workerId: 'held-w', limit: 1, types: ['held_probe'], now });
+async function claim(now: Date, type = 'held_probe'): Promise<Job> {
+  const [job] = await claimJobs(db.sql, { workerId: 'held-w', limit: 1, types: [type], now });
   if (!job) throw new Error('nothing claimed');
   return job;
 }
@@ -39,6 +40,9 @@ async function claim(now: Date): Promise<Job> {
 const claimedDetail = (job: Job) => ({
   owner: job.lockedBy, token: job.leaseToken, attempt: job.attempts, step: job.step, lockedUntil: job.lockedUntil!.toISOString(),
 });
+const normalTimes = (rows: Row[]) => rows.map((r) => ({
+  ...r, detail: typeof r.detail.runAt === 'string' ? { ...r.detail, runAt: new Date(r.detail.runAt).toISOString() } : r.detail,
+}));
 const normal = (rows: Row[]) => rows.map((r) => ({
   ...r, detail: typeof r.detail.lockedUntil === 'string' ? { ...r.detail, lockedUntil: new Date(r.detail.lockedUntil).toISOString() } : r.detail,
 }));
@@ -121,6 +125,48 @@ describe('the history the job row holds', () => {
     const rows = await history(job.id);
     expect(rows.slice(0, 3)).toEqual(before);
     expect(rows.slice(3).map((r) => r.kind)).toEqual(['claimed', 'done']);
+  });
+
+  it('a batch enqueue writes no event row: the row holds its enqueued event until its run_at changes', async () => {
+    const [a, b] = await enqueueBatch(db.sql, [
+      { type: 'held_batch', payload: { n: 1 } },
+      { type: 'held_batch', payload: { n: 2 }, runAt: at(70_000) },
+    ], { now: at(60_000) });
+    expect(await eventRows(a!.job.id)).toEqual([]);
+    const enqueued = { kind: 'enqueued', at: at(60_000), detail: { batch: true, runAt: at(60_000).toISOString() } };
+    expect(normalTimes(await history(a!.job.id))).toEqual([{ id: expect.any(Number), ...enqueued }]);
+    // one step and done: still nothing written as a row
+    const first = await claim(at(61_000), 'held_batch');
+    expect(first.id).toBe(a!.job.id);
+    expect(await completeJob(db.sql, first, null, { now: at(62_000) })).toBe(true);
+    expect(await eventRows(a!.job.id)).toEqual([]);
+    expect((await history(a!.job.id)).map((r) => r.kind)).toEqual(['enqueued', 'claimed', 'done']);
+    // a reschedule moves run_at: the enqueued event is written out with the run_at it was enqueued with
+    const before = await history(b!.job.id);
+    await rescheduleJob(db.sql, b!.job.id, at(90_000), { now: at(63_000) });
+    expect(await eventRows(b!.job.id)).toEqual(['enqueued', 'rescheduled']);
+    const rows = await history(b!.job.id);
+    expect(rows[0]).toEqual(before[0]);
+    expect(normalTimes(rows)[0]!.detail).toEqual({ batch: true, runAt: at(70_000).toISOString() });
+  });
+
+  it('event retention reaches the events a row holds: a pruned history keeps a suffix, never a hole', async () => {
+    await db.sql`insert into worker.job_types (type, lease_ms) values ('held_retained', 30000) on conflict do nothing`;
+    const [old] = await enqueueBatch(db.sql, [{ type: 'held_retained', payload: {} }], { now: at(100_000) });
+    const first = await claim(at(101_000), 'held_retained');
+    expect(await continueJob(db.sql, first, { step: 'two', delayMs: 0 }, { now: at(102_000) })).toBe(true);
+    const second = await claim(at(200_000), 'held_retained');
+    expect(await completeJob(db.sql, second, null, { now: at(201_000) })).toBe(true);
+    // events before 150 s are pruned: the enqueued one the row held goes with the first claim and its checkpoint
+    await pruneFinished(db.sql, { eventRetentionMs: 50_000, finishedRetentionMs: 1e9, failedRetentionMs: 1e9, now: at(200_000) });
+    expect((await history(old!.job.id)).map((r) => r.kind)).toEqual(['claimed', 'done']);
+    // set back by hand, the row writes out only what retention kept
+    await db.sql`update worker.jobs set status = 'queued', finished_at = null, result = null, run_at = ${at(300_000)} where id = ${old!.job.id}`;
+    expect(await eventRows(old!.job.id)).toEqual(['claimed', 'done']);
+    // and past every event, the job keeps its row and no history
+    await pruneFinished(db.sql, { eventRetentionMs: 0, finishedRetentionMs: 1e9, failedRetentionMs: 1e9, now: at(400_000) });
+    expect(await history(old!.job.id)).toEqual([]);
+    await db.sql`update worker.event_retention set kept_from = '-infinity'`; // the other tests' clock is earlier
   });
 
   it('pruning a job takes the events its row holds with it', async () => {
