@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import { PROJECT_ROOT } from '../scripts/lib/cli.ts';
@@ -25,14 +24,14 @@ export interface CliBurnDownResult {
   /** From the first step's log line until the database holds no unsettled job. */
   seconds: number;
   jobsPerSec: number;
-  /** Step log lines beyond one per job. */
+  /** Lines after 'worker started' beyond one per job (a step run twice, an alert; the last, 'worker stopped', is not counted). */
   extraRuns: number;
   /** From spawning `npm run worker` to its first step (npm, node and tsx starting; the registry sync). */
   startSeconds: number;
   /** Server CPU per 1,000 jobs from the first step to the last settle (every database of the server). */
   postgresCpuMs: number | null;
   /** The worker's CPU (npm and node) per 1,000 jobs, from its first step to the last settle. */
-  workerCpuMs: number;
+  workerCpuMs: number | null;
   /** The 'worker started' line: the settings the worker reports. */
   started: Record<string, unknown> | null;
 }
@@ -65,7 +64,7 @@ export async function runCli(server: BenchServer, args: BenchArgs): Promise<void
         cli[i]!.push(r);
         console.log(
           `  ${variant.label} run ${run}: ${Math.round(r.jobsPerSec)} jobs/s (${r.seconds.toFixed(2)} s; first step ${r.startSeconds.toFixed(2)} s after spawn), ` +
-            `CPU per 1k jobs: server ${r.postgresCpuMs?.toFixed(0) ?? '?'} ms, worker ${r.workerCpuMs.toFixed(0)} ms${r.extraRuns ? `, ${r.extraRuns} extra runs` : ''}`,
+            `CPU per 1k jobs: server ${r.postgresCpuMs?.toFixed(0) ?? '?'} ms, worker ${r.workerCpuMs?.toFixed(0) ?? '?'} ms${r.extraRuns ? `, ${r.extraRuns} extra runs` : ''}`,
         );
       } catch (error) {
         failures.push(`${variant.label} run ${run}: ${(error as Error).message}`);
@@ -123,14 +122,21 @@ async function cliBurnDown(server: BenchServer, args: BenchArgs, extra: string[]
     let started: Record<string, unknown> | null = null;
     let stderr = '';
     child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.includes('"jobId"')) {
-        if (steps++ === 0) {
-          first = performance.now();
-          ticksAtFirst = processTreeTicks(child!.pid!);
-          cpuBefore = sampleCpu(server.postmaster);
-        }
-      } else if (line.includes('"msg":"worker started"')) started = JSON.parse(line) as Record<string, unknown>;
+    // The worker's first line says it started, then one line per step once the step is settled.
+    // Newlines are counted in the raw chunks (this process shares the machine with the worker:
+    // splitting and decoding every line would take CPU from it); only the first line is read.
+    let lines = 0;
+    let head = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (lines === 0) head += chunk.toString();
+      for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines++;
+      if (started === null && lines > 0) started = JSON.parse(head.slice(0, head.indexOf('\n'))) as Record<string, unknown>;
+      steps = Math.max(0, lines - 1);
+      if (first === 0 && steps > 0) {
+        first = performance.now();
+        ticksAtFirst = processTreeTicks(child!.pid!);
+        cpuBefore = sampleCpu(server.postmaster);
+      }
     });
     let exitCode: number | null | undefined;
     // 'close': the process has exited and its output has been read to the end (every step line counted)
@@ -147,20 +153,23 @@ async function cliBurnDown(server: BenchServer, args: BenchArgs, extra: string[]
     // As the in-process burn-down: the database is read only once every job has run (a count of
     // unsettled jobs every 5 ms while they run would cost the server more than the jobs do).
     await check('every job to run', () => steps >= args.jobs);
+    // Now, while the worker still runs (its last claim finds nothing, then it exits): once it has
+    // exited its CPU is no longer in /proc.
+    const ticksAtLast = processTreeTicks(child.pid!);
     await check('every job to settle', async () => (await instance.unsettled(probe)) === 0);
     const seconds = (performance.now() - first) / 1000;
     const cpuAfter = sampleCpu(server.postmaster);
-    const workerCpu = treeCpuPerThousand(ticksAtFirst, processTreeTicks(child.pid!), args.jobs);
+    const workerCpu = Object.values(treeCpuPerThousand(ticksAtFirst, ticksAtLast, args.jobs)).reduce((a, b) => a + b, 0);
     const code = await exited;
     if (code !== 0) throw new Error(`the worker exited ${code}: ${stderr.trim()}`);
     return {
       jobs: args.jobs,
       seconds,
       jobsPerSec: args.jobs / seconds,
-      extraRuns: steps - args.jobs,
+      extraRuns: lines - 2 - args.jobs, // less 'worker started' and 'worker stopped'
       startSeconds: (first - spawnedAt) / 1000,
       postgresCpuMs: cpuPerThousand(cpuBefore, cpuAfter, args.jobs).postgresMs,
-      workerCpuMs: Object.values(workerCpu).reduce((a, b) => a + b, 0),
+      workerCpuMs: workerCpu >= 0 ? workerCpu : null, // negative: it had exited after all
       started,
     };
   } finally {
