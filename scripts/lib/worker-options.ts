@@ -24,12 +24,13 @@ export interface WorkerOptions {
 }
 
 /**
- * Chosen by `npm run bench -- --cli` (bench/README.md): at these the CLI drains no-op jobs about
- * as fast as the bench's own runner (2 loops × 128 steps over 4 connections).
+ * Chosen by `npm run bench -- --cli` (bench/README.md): 512 steps in 2 loops of 256 over 4
+ * connections drained no-op jobs faster than 256 in 2 loops of 128 (the bench's own runner), 512
+ * in 4 loops of 128, or 256 in 4 loops of 64: a bigger claim costs the server less per job.
  */
-export const WORKER_DEFAULTS = { concurrency: 256, connections: 4, graceMs: 10_000, pollMs: 200 } as const;
-/** Steps one loop claims in one round trip at most, when --loops is not given: loops = concurrency / this, rounded up. */
-export const STEPS_PER_LOOP = 128;
+export const WORKER_DEFAULTS = { concurrency: 512, connections: 4, graceMs: 10_000, pollMs: 200 } as const;
+/** Without --loops: a loop per this many steps in flight (rounded up), so a claim takes up to this many jobs. */
+export const STEPS_PER_LOOP = 256;
 export const MAX_CONCURRENCY = 1000;
 /** A bound against typos; the server's own limit is checked at start (connection-limit.ts). */
 export const MAX_CONNECTIONS = 1000;

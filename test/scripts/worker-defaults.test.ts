@@ -27,19 +27,20 @@ function worker(args: string[], databaseUrl = db.url): Promise<{ code: number | 
 const lines = (stdout: string) => stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
 
 describe('npm run worker: options', () => {
-  it('defaults to 256 steps in flight over 4 connections, in 2 loops of 128', () => {
+  it('defaults to 512 steps in flight over 4 connections, in 2 loops of 256', () => {
     expect(parseWorkerOptions([])).toEqual({
-      drain: false, pool: null, concurrency: 256, connections: 4, loops: 2, graceMs: 10_000, pollMs: 200, types: null,
+      drain: false, pool: null, concurrency: 512, connections: 4, loops: 2, graceMs: 10_000, pollMs: 200, types: null,
     });
-    expect(WORKER_DEFAULTS).toMatchObject({ concurrency: 256, connections: 4 });
+    expect(WORKER_DEFAULTS).toMatchObject({ concurrency: 512, connections: 4 });
   });
 
-  it('without --loops: one loop per 128 steps, at most one per connection', () => {
+  it('without --loops: one loop per 256 steps, at most one per connection', () => {
     expect(defaultLoops(5, 4)).toBe(1);
-    expect(defaultLoops(129, 4)).toBe(2);
+    expect(defaultLoops(256, 4)).toBe(1);
+    expect(defaultLoops(257, 4)).toBe(2);
     expect(defaultLoops(1000, 4)).toBe(4);
     expect(defaultLoops(1000, 2)).toBe(2);
-    expect(parseWorkerOptions(['--concurrency', '1000', '--connections', '8'])).toMatchObject({ concurrency: 1000, connections: 8, loops: 8 });
+    expect(parseWorkerOptions(['--concurrency', '1000', '--connections', '8'])).toMatchObject({ concurrency: 1000, connections: 8, loops: 4 });
   });
 
   it('splits the steps in flight between the loops, every step given to one loop', () => {
@@ -101,15 +102,15 @@ describe('npm run worker: refused settings', () => {
 
 describe('npm run worker: at its defaults', () => {
   it("reports its settings in the 'worker started' line and drains more jobs than one claim holds", async () => {
-    const jobs = 700; // more than one loop's 128 and than both loops' 256: several claims per loop
-    for (let i = 0; i < jobs; i += 350) {
-      await enqueueBatch(db.sql, Array.from({ length: 350 }, (_, k) => ({ type: 'uppercase', payload: { text: `job ${i + k}` } })));
+    const jobs = 1200; // more than both loops' 512 steps: several claims per loop
+    for (let i = 0; i < jobs; i += 400) {
+      await enqueueBatch(db.sql, Array.from({ length: 400 }, (_, k) => ({ type: 'uppercase', payload: { text: `job ${i + k}` } })));
     }
     const run = await worker(['--drain']);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const log = lines(run.stdout);
-    expect(log[0]).toMatchObject({ level: 'info', msg: 'worker started', pool: null, concurrency: 256, connections: 4, loops: 2, drain: true });
+    expect(log[0]).toMatchObject({ level: 'info', msg: 'worker started', pool: null, concurrency: 512, connections: 4, loops: 2, drain: true });
     expect(log.filter((l) => l.outcome === 'done')).toHaveLength(jobs);
     expect(log.at(-1)).toMatchObject({ msg: 'worker stopped', claimed: jobs, done: jobs, failed: 0, lost: 0 });
     const [row] = await db.sql`select count(*)::int as n from worker.jobs where type = 'uppercase' and status = 'done'`;
