@@ -145,7 +145,7 @@ async function cliBurnDown(server: BenchServer, args: BenchArgs, extra: string[]
     const deadline = performance.now() + timeoutMs;
     const check = async (what: string, done: () => boolean | Promise<boolean>) => {
       while (!(await done())) {
-        if (exitCode !== undefined && exitCode !== 0) throw new Error(`the worker exited ${exitCode} before ${what}: ${stderr.trim()}`);
+        if (exitCode !== undefined) throw new Error(`the worker exited ${exitCode} before ${what}: ${stderr.trim()}`);
         if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
         await sleep(5);
       }
