@@ -121,3 +121,33 @@ describe('npm run worker: at its defaults', () => {
     expect(claims!.n).toBeGreaterThan(2);
   });
 });
+
+describe('npm run worker: a failed claim', () => {
+  it('stops the worker: one error line for all its loops, exit 1', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/worker.ts', '--poll-ms', '20'], {
+      env: { ...process.env, DATABASE_URL: db.url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+    try {
+      const deadline = Date.now() + 20_000;
+      while (!stdout.includes('"msg":"worker started"')) {
+        if (Date.now() > deadline) throw new Error(`the worker did not start: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      // Both loops poll the empty queue; the next claim of one of them finds no claim function.
+      await db.sql`alter function worker.settle_and_claim rename to settle_and_claim_gone`;
+      expect(await exit).toBe(1);
+      expect(stderr.match(/"msg":"worker stopped: the database failed"/g)).toHaveLength(1);
+      expect(stderr).toContain('settle_and_claim');
+      expect(stdout).not.toContain('"msg":"worker stopped"');
+    } finally {
+      await db.sql`alter function if exists worker.settle_and_claim_gone rename to settle_and_claim`.catch(() => {});
+      child.kill('SIGKILL');
+    }
+  });
+});
