@@ -19,6 +19,14 @@ export interface BenchArgs {
   e2e: E2eArgs & { enabled: boolean };
   /** The Worker's clock on the `npm start` stack, for this tree and optionally a base commit. */
   clock: E2eClockArgs & { enabled: boolean };
+  /** `npm run worker` as a child process beside the in-process runner (bench/cli.ts). */
+  cli: CliArgs;
+}
+
+export interface CliArgs {
+  enabled: boolean;
+  /** Extra worker arguments for a second CLI variant (the first runs at the worker's defaults). */
+  args: string[];
 }
 
 export interface E2eClockArgs {
@@ -92,6 +100,10 @@ const USAGE = `npm run bench -- [options]
   --clock-pushes N    pushes over --clock-window seconds (default 10; quick 3)
   --clock-window N    seconds over which inserts and pushes are spread (default 120; quick 30)
   --idle-seconds N    idle window whose cost is counted (default 120; quick 30)
+  --cli               npm run worker -- --drain (a child process, at its defaults) beside the
+                      in-process runner on --jobs queued jobs; --runs apply; results under "cli"
+  --cli-args="A B"    with --cli (implied): also run the worker with these extra arguments
+                      (written with "=", as they start with a dash)
   --out FILE          results file (default bench/results.json; each mode writes its own key)`;
 
 export function parseBenchArgs(argv: string[]): BenchArgs {
@@ -127,6 +139,8 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       'clock-window': { type: 'string' },
       'idle-seconds': { type: 'string' },
       help: { type: 'boolean' },
+      cli: { type: 'boolean' },
+      'cli-args': { type: 'string' },
     },
   });
   if (values.help) {
@@ -171,6 +185,10 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       inFlight: int('e2e-in-flight', values['e2e-in-flight'], 2),
       rate: int('e2e-rate', values['e2e-rate'], 20),
       seconds: int('e2e-seconds', values['e2e-seconds'], 10),
+    },
+    cli: {
+      enabled: (values.cli ?? false) || values['cli-args'] !== undefined,
+      args: (values['cli-args'] ?? '').split(/\s+/).filter(Boolean),
     },
     clock: {
       enabled: (values['e2e-clock'] ?? false) || quick || values.base !== undefined,

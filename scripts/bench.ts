@@ -1,4 +1,5 @@
 import { parseBenchArgs } from '../bench/args.ts';
+import { runCli } from '../bench/cli.ts';
 import { runE2e } from '../bench/e2e.ts';
 import { runE2eClock } from '../bench/e2e-clock.ts';
 import { burnDown, steady } from '../bench/modes.ts';
@@ -23,6 +24,8 @@ try {
   console.log(env);
   if (args.scale) {
     await runScaleCheck(server, args);
+  } else if (args.cli.enabled) {
+    await runCli(server, args);
   } else if (args.clock.enabled) {
     await runE2eClock(server, args);
   } else if (args.e2e.enabled) {
