@@ -7,7 +7,7 @@ import { fail, resolveDatabaseUrl } from './lib/cli.ts';
 import { connectionLimitError } from './lib/connection-limit.ts';
 import { stdoutLines } from './lib/line-writer.ts';
 import { watchForStop } from './lib/lifecycle.ts';
-import { loopConcurrencies, parseWorkerOptions, WorkerUsageError, type WorkerOptions } from './lib/worker-options.ts';
+import { loopConcurrencies, parseWorkerOptions, WORKER_USAGE, WorkerUsageError, type WorkerOptions } from './lib/worker-options.ts';
 
 // `npm run worker [-- --drain] [--pool P] [--concurrency N] [--connections N] [--loops N] [--grace-ms MS] [--types ./my-types.ts]`
 // (every option: lib/worker-options.ts). The engine's runner in Node against DATABASE_URL, until
@@ -17,6 +17,10 @@ import { loopConcurrencies, parseWorkerOptions, WorkerUsageError, type WorkerOpt
 // process in between), so npm's forwarded SIGTERM reaches this process and npm exits with its
 // status. --drain exits when nothing is due. --types loads a module whose default export is an
 // array of extra job types (self-hosted handlers).
+if (process.argv.includes('--help')) {
+  console.log(WORKER_USAGE);
+  process.exit(0);
+}
 let options: WorkerOptions;
 try {
   options = parseWorkerOptions(process.argv.slice(2));

@@ -83,6 +83,14 @@ describe('npm run worker: refused settings', () => {
     expect(run.stdout).toBe('');
   });
 
+  it('--help prints every option and exits 0 without connecting', async () => {
+    const run = await worker(['--help'], NOWHERE);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('--concurrency N');
+    expect(run.stdout).toContain('--connections N');
+    expect(run.stderr).toBe('');
+  });
+
   it('--connections beyond what the server allows: exits 2 naming max_connections, before writing anything', async () => {
     const [limits] = await db.sql`
       select current_setting('max_connections')::int as max,
