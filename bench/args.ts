@@ -19,6 +19,14 @@ export interface BenchArgs {
   e2e: E2eArgs & { enabled: boolean };
   /** The Worker's clock on the `npm start` stack, for this tree and optionally a base commit. */
   clock: E2eClockArgs & { enabled: boolean };
+  /** A steady load enqueued in batches, with each system's retention running (bench/sustained.ts). */
+  sustained: SustainedArgs & { enabled: boolean };
+}
+
+export interface SustainedArgs {
+  /** Jobs enqueued per second, in batches every 10 ms. */
+  rate: number;
+  seconds: number;
 }
 
 export interface E2eClockArgs {
@@ -92,6 +100,12 @@ const USAGE = `npm run bench -- [options]
   --clock-pushes N    pushes over --clock-window seconds (default 10; quick 3)
   --clock-window N    seconds over which inserts and pushes are spread (default 120; quick 30)
   --idle-seconds N    idle window whose cost is counted (default 120; quick 30)
+  --sustained         a steady load in batches (each system's bulk enqueue) with each system's
+                      retention running, compressed in time (10 s, swept every second): CPU per
+                      job, jobs/s, enqueue->start latency, rows left; --runs and --only apply;
+                      results under the "sustained" key of --out
+  --sustained-rate N  sustained: jobs enqueued per second (default 2000)
+  --sustained-seconds N  sustained: how long (default 60)
   --out FILE          results file (default bench/results.json; each mode writes its own key)`;
 
 export function parseBenchArgs(argv: string[]): BenchArgs {
@@ -126,6 +140,9 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       'clock-pushes': { type: 'string' },
       'clock-window': { type: 'string' },
       'idle-seconds': { type: 'string' },
+      sustained: { type: 'boolean' },
+      'sustained-rate': { type: 'string' },
+      'sustained-seconds': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -183,6 +200,11 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       pushes: int('clock-pushes', values['clock-pushes'], sizes.pushes),
       pushWindowSeconds: window,
       idleSeconds: int('idle-seconds', values['idle-seconds'], sizes.idleSeconds),
+    },
+    sustained: {
+      enabled: values.sustained ?? false,
+      rate: int('sustained-rate', values['sustained-rate'], 2_000),
+      seconds: int('sustained-seconds', values['sustained-seconds'], 60),
     },
   };
 }
