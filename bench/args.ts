@@ -21,12 +21,20 @@ export interface BenchArgs {
   clock: E2eClockArgs & { enabled: boolean };
   /** `npm run worker` as a child process beside the in-process runner (bench/cli.ts). */
   cli: CliArgs;
+  /** A steady load enqueued in batches, with each system's retention running (bench/sustained.ts). */
+  sustained: SustainedArgs & { enabled: boolean };
 }
 
 export interface CliArgs {
   enabled: boolean;
   /** Extra worker arguments for a second CLI variant (the first runs at the worker's defaults). */
   args: string[];
+}
+
+export interface SustainedArgs {
+  /** Jobs enqueued per second, in batches every 10 ms. */
+  rate: number;
+  seconds: number;
 }
 
 export interface E2eClockArgs {
@@ -104,6 +112,12 @@ const USAGE = `npm run bench -- [options]
                       in-process runner on --jobs queued jobs; --runs apply; results under "cli"
   --cli-args="A B"    with --cli (implied): also run the worker with these extra arguments
                       (written with "=", as they start with a dash)
+  --sustained         a steady load in batches (each system's bulk enqueue) with each system's
+                      retention running, compressed in time (10 s, swept every second): CPU per
+                      job, jobs/s, enqueue->start latency, rows left; --runs and --only apply;
+                      results under the "sustained" key of --out
+  --sustained-rate N  sustained: jobs enqueued per second (default 2000)
+  --sustained-seconds N  sustained: how long (default 60)
   --out FILE          results file (default bench/results.json; each mode writes its own key)`;
 
 export function parseBenchArgs(argv: string[]): BenchArgs {
@@ -138,6 +152,9 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       'clock-pushes': { type: 'string' },
       'clock-window': { type: 'string' },
       'idle-seconds': { type: 'string' },
+      sustained: { type: 'boolean' },
+      'sustained-rate': { type: 'string' },
+      'sustained-seconds': { type: 'string' },
       help: { type: 'boolean' },
       cli: { type: 'boolean' },
       'cli-args': { type: 'string' },
@@ -201,6 +218,11 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       pushes: int('clock-pushes', values['clock-pushes'], sizes.pushes),
       pushWindowSeconds: window,
       idleSeconds: int('idle-seconds', values['idle-seconds'], sizes.idleSeconds),
+    },
+    sustained: {
+      enabled: values.sustained ?? false,
+      rate: int('sustained-rate', values['sustained-rate'], 2_000),
+      seconds: int('sustained-seconds', values['sustained-seconds'], 60),
     },
   };
 }

@@ -3,7 +3,7 @@ import postgres from 'postgres';
 import { settleDatabase, type BenchServer } from './server.ts';
 import { cpuPerThousand, sampleCpu } from './cpu.ts';
 import { percentile } from './stats.ts';
-import type { BenchSettings, BenchSystem, SystemInstance } from './systems/types.ts';
+import type { BenchSettings, BenchSystem, RetentionSettings, SystemInstance } from './systems/types.ts';
 
 export interface BurnDownResult {
   jobs: number;
@@ -26,12 +26,16 @@ export interface SteadyResult {
   maxMs: number;
 }
 
-/** A fresh database, the system installed into it, and a one-connection probe; all torn down after. */
-async function withInstance<T>(
+/**
+ * A fresh database, the system installed into it (running its retention when asked), and a
+ * one-connection probe; all torn down after.
+ */
+export async function withInstance<T>(
   server: BenchServer,
   system: BenchSystem,
   settings: BenchSettings,
   body: (instance: SystemInstance, probe: postgres.Sql) => Promise<T>,
+  retention?: RetentionSettings,
 ): Promise<T> {
   const db = await server.freshDatabase(system.name);
   const probe = postgres(db.url, { max: 1, onnotice: () => {} });
@@ -40,7 +44,7 @@ async function withInstance<T>(
   process.on('uncaughtException', recordFault);
   process.on('unhandledRejection', recordFault);
   try {
-    instance = await system.install(db.url, settings);
+    instance = await system.install(db.url, settings, retention);
     return await body(instance, probe);
   } finally {
     await instance?.close().catch((e) => console.error(`${system.name}: close failed:`, e));
@@ -71,7 +75,7 @@ function raiseFault(): void {
   throw error instanceof Error ? error : new Error(String(error));
 }
 
-async function waitFor(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>, everyMs = 10): Promise<void> {
+export async function waitFor(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>, everyMs = 10): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while ((raiseFault(), !(await check()))) {
     if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);

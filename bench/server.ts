@@ -53,6 +53,12 @@ export async function openServer(): Promise<BenchServer> {
       }
     };
   }
+  return openServerAt(adminUrl, { embedded, stop });
+}
+
+/** The bench's server at `adminUrl` (a role that may create databases); `stop` runs after close. */
+export async function openServerAt(adminUrl: string, options: { embedded?: boolean; stop?: () => Promise<void> } = {}): Promise<BenchServer> {
+  const { embedded = false, stop = async () => {} } = options;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   const postmaster = await postmasterPid(admin);
   let counter = 0;

@@ -5,6 +5,7 @@ import { runE2eClock } from '../bench/e2e-clock.ts';
 import { burnDown, steady } from '../bench/modes.ts';
 import { describeEnvironment, machine, summarize, table, writeResults, type SystemCell } from '../bench/report.ts';
 import { runScaleCheck } from '../bench/scale.ts';
+import { runSustained } from '../bench/sustained.ts';
 import { openServer } from '../bench/server.ts';
 import { engineSystem } from '../bench/systems/engine.ts';
 import { floorSystem } from '../bench/systems/floor.ts';
@@ -14,10 +15,25 @@ import type { BenchSystem } from '../bench/systems/types.ts';
 import { engineVersion, packageVersion } from '../bench/versions.ts';
 
 // `npm run bench`: this engine vs. graphile-worker vs. pg-boss vs. a raw SKIP LOCKED floor, on one
-// Postgres with the same connections and concurrency. Never part of `npm test`. `--scale`: claim
+// Postgres with the same connections and concurrency. Never part of `npm test`. `--sustained`: a
+// steady batched load with each system's retention running (bench/sustained.ts); `--scale`: claim
 // cost on a loaded table; `--e2e`: through the Worker under wrangler dev (bench/e2e.ts); `--e2e-clock`
 // (with `--base REF`): the Worker's clock, this tree against a base commit (bench/e2e-clock.ts).
 const args = parseBenchArgs(process.argv.slice(2));
+
+/** The systems `--only` names (all four without it). */
+function selectedSystems(): BenchSystem[] {
+  const all: BenchSystem[] = [
+    engineSystem(engineVersion()),
+    graphileSystem(packageVersion('graphile-worker')),
+    pgBossSystem(packageVersion('pg-boss')),
+    floorSystem(),
+  ];
+  const systems = args.only ? all.filter((s) => args.only!.includes(s.name)) : all;
+  if (systems.length === 0) throw new Error(`--only matched no system (have: ${all.map((s) => s.name).join(', ')})`);
+  return systems;
+}
+
 const server = await openServer();
 try {
   const env = describeEnvironment(machine(), await server.describe(), server.embedded);
@@ -30,15 +46,10 @@ try {
     await runE2eClock(server, args);
   } else if (args.e2e.enabled) {
     await runE2e(server, args);
+  } else if (args.sustained.enabled) {
+    await runSustained(server, args, selectedSystems());
   } else {
-    const all: BenchSystem[] = [
-      engineSystem(engineVersion()),
-      graphileSystem(packageVersion('graphile-worker')),
-      pgBossSystem(packageVersion('pg-boss')),
-      floorSystem(),
-    ];
-    const systems = args.only ? all.filter((s) => args.only!.includes(s.name)) : all;
-    if (systems.length === 0) throw new Error(`--only matched no system (have: ${all.map((s) => s.name).join(', ')})`);
+    const systems = selectedSystems();
     const { settings } = args;
     console.log(
       `settings: ${settings.connections} connections, ${settings.concurrency} jobs in flight, batch ${settings.batch}, ` +

@@ -10,7 +10,8 @@ const quiet = new Logger(() => () => {});
 /**
  * graphile-worker as its performance docs configure it for throughput: a local queue (batch
  * fetch) and batched completions (completeJobBatchDelay/failJobBatchDelay 0). It wakes on
- * LISTEN/NOTIFY when jobs are added, so its poll interval stays at the default.
+ * LISTEN/NOTIFY when jobs are added, so its poll interval stays at the default. It deletes a job
+ * when it completes, so it has no retention to run (sustained mode changes nothing).
  */
 export function graphileSystem(version: string): BenchSystem {
   const preset = (url: string, s: BenchSettings) => ({
@@ -37,6 +38,7 @@ export function graphileSystem(version: string): BenchSystem {
       let runner: Runner | undefined;
       const instance: SystemInstance = {
         unsettled: (probe) => countRow(probe, `select count(*)::int as n from graphile_worker._private_jobs`),
+        rowsLeft: async (probe) => ({ jobs: await instance.unsettled(probe) }),
         async enqueueBulk(n) {
           const u = await producer();
           for (let i = 0; i < n; i += BULK_CHUNK) {
@@ -48,6 +50,12 @@ export function graphileSystem(version: string): BenchSystem {
           const u = await producer();
           return async (payload) => {
             await u.addJob(TASK, payload);
+          };
+        },
+        async openBulkProducer() {
+          const u = await producer();
+          return async (payloads) => {
+            await u.addJobs(payloads.map((payload) => ({ identifier: TASK, payload })));
           };
         },
         async startWorkers(onJob) {

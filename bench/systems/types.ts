@@ -28,8 +28,22 @@ export interface BenchSystem {
   version: string;
   /** How the system is configured, for the report. */
   describe(settings: BenchSettings): string;
-  /** Install the system's schema into an empty database. Untimed. */
-  install(url: string, settings: BenchSettings): Promise<SystemInstance>;
+  /**
+   * Install the system's schema into an empty database. Untimed. With `retention`, the instance
+   * also runs the system's own deletion of finished jobs as it does in production (sustained mode).
+   */
+  install(url: string, settings: BenchSettings, retention?: RetentionSettings): Promise<SystemInstance>;
+}
+
+/**
+ * Sustained mode: each system's deletion of finished jobs, compressed in time so that it runs
+ * many times within a minute's run. Systems that delete at completion (graphile-worker) ignore it.
+ */
+export interface RetentionSettings {
+  /** Keep finished jobs (and, for ours, their events) this long. */
+  retentionSeconds: number;
+  /** Run the system's maintenance (ours: prune + roll-up; pg-boss: supervise/maintain) this often. */
+  intervalSeconds: number;
 }
 
 export interface SystemInstance {
@@ -40,12 +54,25 @@ export interface SystemInstance {
    * function it returns enqueues one job the way an application does.
    */
   openProducer(): Promise<(payload: NoopPayload) => Promise<void>>;
+  /**
+   * Open a producer that enqueues many jobs per call with the system's own bulk API (sustained
+   * mode), on its own connections like openProducer's.
+   */
+  openBulkProducer(): Promise<(payloads: NoopPayload[]) => Promise<void>>;
+  /** Rows the system still holds for its jobs (and their events, where it keeps any): shows deletion ran. */
+  rowsLeft(probe: postgres.Sql): Promise<RowsLeft>;
   /** Start the workers; `onJob` runs as each job's handler starts. */
   startWorkers(onJob: (payload: NoopPayload) => void): Promise<void>;
   /** How many jobs are not yet settled (completed) in the database, read on the bench's probe connection or the system's own. */
   unsettled(probe: postgres.Sql): Promise<number>;
   /** Stop the workers (waiting for in-flight work) and close every connection. */
   close(): Promise<void>;
+}
+
+export interface RowsLeft {
+  jobs: number;
+  /** Event (history) rows, for a system that keeps them apart from the jobs. */
+  events?: number;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseBenchArgs } from '../../bench/args.ts';
 
@@ -42,5 +43,58 @@ describe('bench arguments: the end-to-end clock mode', () => {
   it('refuses counts that are not positive integers, naming the option', () => {
     expect(() => parseBenchArgs(['--e2e-clock', '--clock-steps', '0'])).toThrow(/--clock-steps must be an integer >= 1, got "0"/);
     expect(() => parseBenchArgs(['--e2e-clock', '--idle-seconds', '1.5'])).toThrow(/--idle-seconds must be an integer >= 1/);
+  });
+});
+
+describe('bench arguments: the sustained mode', () => {
+  it('is off unless asked for; --sustained runs 2,000 jobs/s for 60 s', () => {
+    expect(parseBenchArgs([]).sustained.enabled).toBe(false);
+    expect(parseBenchArgs(['--sustained']).sustained).toEqual({ enabled: true, rate: 2000, seconds: 60 });
+  });
+
+  it('takes the rate and the length, and --runs and --only as the other modes do', () => {
+    const args = parseBenchArgs(['--sustained', '--sustained-rate', '500', '--sustained-seconds', '5', '--runs', '1', '--only', 'starbase, pg-boss']);
+    expect(args.sustained).toEqual({ enabled: true, rate: 500, seconds: 5 });
+    expect(args.runs).toBe(1);
+    expect(args.only).toEqual(['starbase', 'pg-boss']);
+  });
+
+  it('refuses a rate or a length that is not a positive integer, naming the option', () => {
+    expect(() => parseBenchArgs(['--sustained', '--sustained-rate', '0'])).toThrow(/--sustained-rate must be an integer >= 1, got "0"/);
+    expect(() => parseBenchArgs(['--sustained', '--sustained-seconds', '2.5'])).toThrow(/--sustained-seconds must be an integer >= 1, got "2.5"/);
+  });
+});
+
+describe('bench arguments: the scale sizes', () => {
+  it('default to 1,000,000 finished and 100,000 queued jobs', () => {
+    const args = parseBenchArgs(['--scale']);
+    expect(args.scale).toBe(true);
+    expect([args.scaleFinished, args.scaleQueued]).toEqual([1_000_000, 100_000]);
+  });
+
+  it('take 10M + 1M as written; finished may be 0 (an empty history), queued may not', () => {
+    const args = parseBenchArgs(['--scale', '--scale-finished', '10000000', '--scale-queued', '1000000']);
+    expect([args.scaleFinished, args.scaleQueued]).toEqual([10_000_000, 1_000_000]);
+    expect(parseBenchArgs(['--scale', '--scale-finished', '0']).scaleFinished).toBe(0);
+    expect(() => parseBenchArgs(['--scale', '--scale-queued', '0'])).toThrow(/--scale-queued must be an integer >= 1/);
+    expect(() => parseBenchArgs(['--scale', '--scale-finished', '10M'])).toThrow(/--scale-finished must be an integer >= 0, got "10M"/);
+  });
+});
+
+describe("bench/README.md's bench commands", () => {
+  // Every `npm run bench -- …` line of the README's shell blocks parses (a renamed or dropped
+  // option fails here); --help is left out, it prints and exits.
+  const readme = readFileSync(new URL('../../bench/README.md', import.meta.url), 'utf8');
+  const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  const commands = blocks.flatMap((b) => b.split('\n')).filter((line) => line.startsWith('npm run bench -- ') && !line.includes('--help'));
+
+  it('include the sustained and the scale commands', () => {
+    expect(commands.some((c) => c.includes('--sustained'))).toBe(true);
+    expect(commands.some((c) => c.includes('--scale-finished 10000000'))).toBe(true);
+  });
+
+  it.each(commands)('%s', (command) => {
+    const argv = command.replace(/#.*$/, '').trim().split(/\s+/).slice('npm run bench --'.split(' ').length);
+    expect(() => parseBenchArgs(argv)).not.toThrow();
   });
 });
