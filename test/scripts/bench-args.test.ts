@@ -94,7 +94,9 @@ describe("bench/README.md's bench commands", () => {
   });
 
   it.each(commands)('%s', (command) => {
-    const argv = command.replace(/#.*$/, '').trim().split(/\s+/).slice('npm run bench --'.split(' ').length);
+    // words as the shell splits them: a quoted value (--cli-args="--concurrency 5") is one word
+    const words = (command.replace(/\s#.*$/, '').trim().match(/(?:[^\s"]+|"[^"]*")+/g) ?? []).map((w) => w.replace(/"/g, ''));
+    const argv = words.slice('npm run bench --'.split(' ').length);
     expect(() => parseBenchArgs(argv)).not.toThrow();
   });
 });

@@ -21,9 +21,10 @@ describe('the sustained bench, against the test server', () => {
     expect(r.achievedPerSec).toBeGreaterThan(0);
     expect(r.p99Ms).toBeGreaterThanOrEqual(r.p50Ms);
     expect(r.cpu.nodeMs).toBeGreaterThan(0);
-    // retention is 10 s and the run about 2 s: every job is still there, with its events
+    // retention is 10 s and the run about 2 s: every job is still there; a batch-enqueued job
+    // run in one step holds its events on its row (0160), so there is no event row
     expect(r.rowsLeft.jobs).toBe(200);
-    expect(r.rowsLeft.events).toBeGreaterThanOrEqual(200);
+    expect(r.rowsLeft.events).toBe(0);
   });
 
   it("our instance prunes finished jobs and their events on its sweep's cadence when given a retention", async () => {
