@@ -1,6 +1,8 @@
 CREATE OR REPLACE FUNCTION worker.rescue_expired_leases(p_limit integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, OUT requeued integer, OUT failed integer, OUT oom_killed integer)
  RETURNS record
  LANGUAGE plpgsql
+ SET enable_bitmapscan TO 'off'
+ SET enable_seqscan TO 'off'
 AS $function$
 declare
   v_now timestamptz := coalesce(p_now, now());
