@@ -98,6 +98,58 @@ describe('one validation for every enqueue path', () => {
   });
 });
 
+describe('a plain batch (every element type, payload, priority, maxAttempts: inserted set-wise)', () => {
+  const NOW = '2031-02-03T04:05:06.789Z';
+  const enqueueJobs = async (jobs: unknown[]) =>
+    (await db.sql`select j from worker.enqueue_jobs(${db.sql.json(jobs as never)}, ${NOW}::timestamptz) j`).map((r) => r.j as Record<string, unknown>);
+  const fields = ({ id: _id, enqueued_event_id: _e, ...rest }: Record<string, unknown>) => rest;
+
+  it('writes each element the row the element path writes, in order', async () => {
+    const element = fc.record({
+      type: fc.constantFrom('uppercase', 'countdown', 'fail'),
+      priority: fc.option(fc.integer({ min: 0, max: 1000 }), { nil: undefined }),
+      maxAttempts: fc.option(fc.integer({ min: 1, max: 50 }), { nil: undefined }),
+    }, { requiredKeys: ['type'] }).map((e) => ({
+      ...e,
+      payload: e.type === 'uppercase' ? { text: `t${e.priority ?? 'x'}` } : e.type === 'countdown' ? { n: 1 } : {},
+    }));
+    await fc.assert(fc.asyncProperty(fc.array(element, { minLength: 1, maxLength: 8 }), async (jobs) => {
+      const plain = await enqueueJobs(jobs);
+      // "runAt": null is what the element path alone takes; it means "now", as leaving it out does
+      const viaElements = await enqueueJobs(jobs.map((j) => ({ ...j, runAt: null })));
+      expect(plain.map(fields)).toEqual(viaElements.map(fields));
+      expect(plain.map((j) => j.payload)).toEqual(jobs.map((j) => j.payload));
+      expect(plain.map((j) => j.id as string)).toEqual(plain.map((j) => j.id as string).sort());
+    }), { numRuns: 25 });
+  });
+
+  it('takes no element through the per-element functions (what it saves), and the others still do', async () => {
+    const calls = await db.sql.begin(async (tx) => {
+      await tx`set local track_functions = 'pl'`;
+      const counted = async () =>
+        Number((await tx`select coalesce(sum(calls), 0)::int as n from pg_stat_xact_user_functions where funcname = 'prepare_enqueue_element'`)[0]!.n);
+      await tx`select * from worker.enqueue_jobs(${tx.json([{ type: 'fail', payload: {} }, { type: 'uppercase', payload: { text: 'a' }, priority: 3 }])})`;
+      const plain = await counted();
+      await tx`select * from worker.enqueue_jobs(${tx.json([{ type: 'fail', payload: {}, runAt: null }, { type: 'fail', payload: {} }])})`;
+      return { plain, mixed: (await counted()) - plain };
+    });
+    expect(calls).toEqual({ plain: 0, mixed: 2 });
+  });
+
+  it('hands an element it cannot take as it is to the element path, which names it or takes it', async () => {
+    // an integral 5.0, a string priority, a number type: the element path decides
+    const [fivePointZero] = await enqueueJobs([{ type: 'fail', payload: {}, priority: 5.0 }]);
+    expect(fivePointZero!.priority).toBe(5);
+    const [fromString] = await enqueueJobs([{ type: 'fail', payload: {}, priority: '7' }]);
+    expect(fromString!.priority).toBe(7);
+    const before = (await db.sql`select count(*)::int as n from worker.jobs`)[0]!.n;
+    await refusedFromSql(() => enqueueJobs([{ type: 'fail', payload: {} }, { type: 'fail', payload: {}, priority: 1001 }]), 'jobs[1].priority', /^jobs\[1\]: priority must be an integer from 0 to 1000/);
+    await refusedFromSql(() => enqueueJobs([{ type: 'fail', payload: {} }, { type: 'uppercase', payload: { text: 2 } }]), 'jobs[1].payload.text', /^jobs\[1\]: payload\.text must be of type string/);
+    await refusedFromSql(() => enqueueJobs([{ type: 'nope', payload: {} }]), 'jobs[0].type', /^jobs\[0\]: unknown job type "nope"/);
+    expect((await db.sql`select count(*)::int as n from worker.jobs`)[0]!.n).toBe(before);
+  });
+});
+
 describe('the payload is checked against the type\'s schema at enqueue', () => {
   const bad: Array<[string, string, string | null, string, RegExp]> = [
     ['a number for a string', 'uppercase', '{"text":1}', 'payload.text', /^payload\.text must be of type string, got number$/],
