@@ -46,46 +46,40 @@ begin
         v_plain := false;
       end;
     end if;
-    if v_plain then
-      return query
-        -- ids are made in the elements' order, before any join can reorder them: id order is
-        -- creation order
-        with elements as materialized (
-          select x.o, worker.uuidv7() as id, x.e from jsonb_array_elements(p_jobs) with ordinality x(e, o)
-        ), input as (
-          select x.o as ordinality, x.id, t.type, coalesce(x.e->'payload', '{}'::jsonb) as payload,
-                 coalesce((x.e->'priority')::numeric::int, 50) as priority,
-                 coalesce((x.e->'maxAttempts')::numeric::int, t.max_attempts) as max_attempts, t.weight
-            from elements x join worker.job_types t on t.type = x.e->>'type'
-        ), ins as (
-          insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, weight, created_at, enqueued_event_id)
-          select i.id, i.type, i.payload, i.priority, v_now, i.max_attempts, i.weight, v_now, nextval('worker.job_events_id_seq')
-            from input i order by i.ordinality
-          returning *
-        )
-        select to_jsonb(ins) || jsonb_build_object('_duplicate', false) from ins
-          join input i on i.id = ins.id order by i.ordinality;
-      return;
+    if not v_plain then
+      -- One exception block around the loop, not one per element: each block is a
+      -- subtransaction, and the first refusal ends the batch anyway. i still names the element
+      -- refused (a variable keeps its value when the block's work is rolled back).
+      begin
+        for e in select value from jsonb_array_elements(p_jobs) loop
+          select * into v_p from worker.prepare_enqueue_element(e, v_now);
+          v_rows := array_append(v_rows, v_p.job);
+          i := i + 1;
+        end loop;
+      exception when sqlstate 'SB400' then
+        get stacked diagnostics m = message_text, c = column_name;
+        raise exception 'jobs[%]: %', i, m using errcode = 'SB400', column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
+      end;
+      insert into worker.concurrency_keys (key)
+      select distinct r.concurrency_key from unnest(v_rows) r where r.concurrency_key is not null order by 1
+      on conflict do nothing;
     end if;
-    -- One exception block around the loop, not one per element: each block is a subtransaction,
-    -- and the first refusal ends the batch anyway. i still names the element refused (a
-    -- variable keeps its value when the block's work is rolled back).
-    begin
-      for e in select value from jsonb_array_elements(p_jobs) loop
-        select * into v_p from worker.prepare_enqueue_element(e, v_now);
-        v_rows := array_append(v_rows, v_p.job);
-        i := i + 1;
-      end loop;
-    exception when sqlstate 'SB400' then
-      get stacked diagnostics m = message_text, c = column_name;
-      raise exception 'jobs[%]: %', i, m using errcode = 'SB400', column = 'jobs[' || i || ']' || case when c = '' then '' else '.' || c end;
-    end;
-    insert into worker.concurrency_keys (key)
-    select distinct r.concurrency_key from unnest(v_rows) r where r.concurrency_key is not null order by 1
-    on conflict do nothing;
+    -- One insert for both: the plain batch's rows made here (ids in the elements' order, before
+    -- any join can reorder them: id order is creation order), or the rows the elements' path
+    -- prepared.
     return query
-      with input as (
-        select r.* from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
+      with elements as materialized (
+        select x.o, worker.uuidv7() as id, x.e from jsonb_array_elements(p_jobs) with ordinality x(e, o) where v_plain
+      ), input as (
+        select x.o as ordinality, x.id, t.type, coalesce(x.e->'payload', '{}'::jsonb) as payload,
+               coalesce((x.e->'priority')::numeric::int, 50) as priority, v_now as run_at,
+               coalesce((x.e->'maxAttempts')::numeric::int, t.max_attempts) as max_attempts, null::text as pool, t.weight,
+               null::text as concurrency_key, null::int as concurrency_limit, v_now as created_at
+          from elements x join worker.job_types t on t.type = x.e->>'type'
+        union all
+        select r.ordinality, r.id, r.type, r.payload, r.priority, r.run_at, r.max_attempts, r.pool, r.weight,
+               r.concurrency_key, r.concurrency_limit, r.created_at
+          from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
       ), ins as (
         -- the enqueued event is held on the row (0160): it takes only its id here
         insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
