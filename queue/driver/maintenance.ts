@@ -56,8 +56,11 @@ export async function deleteOldEvents(sql: Queryable, options: { retentionMs: nu
   // delete those past retention: at most `limit` rows read per pass, even when none is old yet.
   // An event stamped later than ones after it (a pinned clock) is kept until its own time comes,
   // taking one place of the batch meanwhile; it does not hold back the events behind it.
-  // The events the job rows hold (0160) are left out of a job's history from the cut on: the
-  // mark moves with the pass, in the same statement.
+  // The events the job rows hold (0160) are left out of a job's history before the mark, which
+  // moves with the pass, in the same statement: to the cut, but never past the first event row
+  // this pass leaves behind it (a full batch stops short of older rows). Else a row-held event
+  // could be hidden while an older event row of its job is still shown: a history with a hole
+  // until the next pass, where retention keeps a suffix.
   const cut = before(sql, options.now, options.retentionMs);
   const [row] = await sql<{ n: number }[]>`
     with oldest as (select id, at from worker.job_events order by id limit ${options.limit}),
@@ -65,7 +68,11 @@ export async function deleteOldEvents(sql: Queryable, options: { retentionMs: nu
       delete from worker.job_events e using oldest o
        where e.id = o.id and o.at < ${cut}
       returning 1),
-    mark as (update worker.event_retention set kept_from = greatest(kept_from, ${cut}) where id = 1)
+    mark as (
+      update worker.event_retention
+         set kept_from = greatest(kept_from, least(${cut},
+               (select e.at from worker.job_events e where e.id > (select max(o.id) from oldest o) order by e.id limit 1)))
+       where id = 1)
     select count(*)::int as n from del`;
   return row?.n ?? 0;
 }

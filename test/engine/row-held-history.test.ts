@@ -169,6 +169,28 @@ describe('the history the job row holds', () => {
     await db.sql`update worker.event_retention set kept_from = '-infinity'`; // the other tests' clock is earlier
   });
 
+  it('a prune pass that stops short of older event rows hides no row-held event after them', async () => {
+    await db.sql`insert into worker.job_types (type, lease_ms) values ('held_partial', 30000) on conflict do nothing`;
+    // enqueued, claimed and checkpoint as event rows; the last claim and done held on the row
+    const { job } = await enqueue(db.sql, { type: 'held_partial', payload: {} }, { now: at(500_000) });
+    const first = await claim(at(501_000), 'held_partial');
+    expect(await continueJob(db.sql, first, { step: 'two', delayMs: 0 }, { now: at(502_000) })).toBe(true);
+    expect(await completeJob(db.sql, await claim(at(503_000), 'held_partial'), null, { now: at(504_000) })).toBe(true);
+    const whole = await history(job.id);
+    expect(whole.map((r) => r.kind)).toEqual(['enqueued', 'claimed', 'checkpoint', 'claimed', 'done']);
+    await db.sql`delete from worker.job_events where at < ${at(500_000)}`; // only this job's events are old enough
+    // a pass of one deletes the enqueued event; the cut is past everything, the claimed and checkpoint rows remain
+    await pruneFinished(db.sql, { eventRetentionMs: 0, finishedRetentionMs: 1e9, failedRetentionMs: 1e9, limit: 1, now: at(600_000) });
+    expect((await history(job.id)).map((r) => r.kind)).toEqual(['claimed', 'checkpoint', 'claimed', 'done']);
+    // the next passes take the rest, the row-held events last
+    await pruneFinished(db.sql, { eventRetentionMs: 0, finishedRetentionMs: 1e9, failedRetentionMs: 1e9, limit: 1, now: at(600_000) });
+    expect((await history(job.id)).map((r) => r.kind)).toEqual(['checkpoint', 'claimed', 'done']);
+    await pruneFinished(db.sql, { eventRetentionMs: 0, finishedRetentionMs: 1e9, failedRetentionMs: 1e9, limit: 1, now: at(600_000) });
+    await pruneFinished(db.sql, { eventRetentionMs: 0, finishedRetentionMs: 1e9, failedRetentionMs: 1e9, limit: 1, now: at(600_000) });
+    expect(await history(job.id)).toEqual([]);
+    await db.sql`update worker.event_retention set kept_from = '-infinity'`; // the other tests' clock is earlier
+  });
+
   it('pruning a job takes the events its row holds with it', async () => {
     const { job } = await enqueue(db.sql, { type: 'held_probe', payload: {} }, { now: at(40_000) });
     expect(await completeJob(db.sql, await claim(at(41_000)), null, { now: at(42_000) })).toBe(true);
