@@ -1870,32 +1870,28 @@ CREATE OR REPLACE FUNCTION worker.write_row_held_events()
  LANGUAGE plpgsql
 AS $function$
 begin
-  -- The row stopped holding its claim (a claim that ended other than done), its claim and done
-  -- event (a done job that left done) or its enqueued event (its run_at changed): they become
+  -- The row stopped holding its enqueued event (its run_at changed), its claim (a claim that
+  -- ended other than done) or its claim and done event (a done job that left done): they become
   -- event rows under the ids they took, so the job's history (worker.job_history) reads as it
   -- did. The row keeps the ids until a claim or a completion takes new ones; the view shows them
   -- only while the row holds them, and an id written out already is not written again. One
   -- older than event retention's mark is pruned already: it is not written.
-  if old.enqueued_event_id is not null and old.run_at is distinct from new.run_at then
-    insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
-    select old.enqueued_event_id, old.id, old.created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', old.run_at)
-      from worker.event_retention r where old.created_at >= r.kept_from
-    on conflict (id) do nothing;
-  end if;
-  if old.claimed_event_id is not null
-     and ((old.status = 'running' and new.status not in ('running', 'done')) or (old.status = 'done' and new.status <> 'done')) then
-    insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
-    select old.claimed_event_id, old.id, old.claimed_at, 'claimed',
-           worker.claimed_event_detail(old.locked_by, old.lease_token, old.attempts, old.step, old.claimed_at, old.type)
-      from worker.event_retention r where old.claimed_at >= r.kept_from
-    on conflict (id) do nothing;
-  end if;
-  if old.done_event_id is not null and old.status = 'done' and new.status <> 'done' then
-    insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
-    select old.done_event_id, old.id, old.finished_at, 'done', jsonb_build_object('attempt', old.attempts)
-      from worker.event_retention r where old.finished_at >= r.kept_from
-    on conflict (id) do nothing;
-  end if;
+  insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
+  select h.id, old.id, h.at, h.kind, h.detail
+    from (select old.enqueued_event_id, old.created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', old.run_at)
+           where old.enqueued_event_id is not null and old.run_at is distinct from new.run_at
+          union all
+          select old.claimed_event_id, old.claimed_at, 'claimed',
+                 worker.claimed_event_detail(old.locked_by, old.lease_token, old.attempts, old.step, old.claimed_at, old.type)
+           where old.claimed_event_id is not null
+             and ((old.status = 'running' and new.status not in ('running', 'done')) or (old.status = 'done' and new.status <> 'done'))
+          union all
+          select old.done_event_id, old.finished_at, 'done', jsonb_build_object('attempt', old.attempts)
+           where old.done_event_id is not null and old.status = 'done' and new.status <> 'done') h(id, at, kind, detail),
+         worker.event_retention r
+   where h.at >= r.kept_from
+   order by h.id
+  on conflict (id) do nothing;
   return null;
 end $function$;
 
