@@ -44,10 +44,13 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   let leasesEnd = 0;
   const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs || options.stopClaiming?.() === true;
   const running = () => inflight.size - completions.waiting;
+  /** Steps settled so far: a claim sent before the latest of them may not have seen its job. */
+  let settledSteps = 0;
   try {
     while (!stopping()) {
       const free = Math.min(concurrency - running(), maxJobs - counts.claimed);
       let claimed: Job[] = [];
+      const settledBeforeClaim = settledSteps;
       if (free > 0) {
         const round = await claimRound(runner, types, completions, inflight, free, leasesEnd);
         claimed = round.jobs;
@@ -62,6 +65,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
             })
             .finally(() => {
               inflight.delete(p);
+              settledSteps++;
               wake();
             });
           inflight.add(p);
@@ -76,6 +80,11 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
         // Steps of one batch finish in the same tick: let them all queue, so the next claim is
         // one batch, not a trickle of ones.
         await new Promise((resolve) => setTimeout(resolve, 0));
+      } else if (settledSteps !== settledBeforeClaim) {
+        // A step settled while the claim was out: the claim read the queue as of its snapshot,
+        // before that settle committed, so a job it made due at once (a continue, a retry) may
+        // be waiting unseen. Claim again before calling the queue drained or idle.
+        continue;
       } else if (options.idleWaitMs !== undefined) {
         // Work came in recently: look again soon, backing off to idleWaitMs while nothing comes.
         await sleep(Math.min(idleDelay, options.idleWaitMs), options.signal);
