@@ -25,16 +25,9 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   const shutdown = new AbortController();
   const onAbort = () => setTimeout(() => shutdown.abort(new Error('runner shutting down')), options.graceMs ?? ABORT_GRACE_DEFAULT_MS).unref?.();
   options.signal?.addEventListener('abort', onAbort, { once: true });
-  /** Every claimed step until it is settled (running, or finished and waiting for its settle). */
-  const inflight = new Set<Promise<void>>();
+  const inflight = new StepsInFlight();
   const completions = new CompletionBatcher(runner.sql, runner.clock);
   let alertsPending = false;
-  let wakeLoop: (() => void) | null = null;
-  const wake = () => {
-    const resolve = wakeLoop;
-    wakeLoop = null;
-    resolve?.();
-  };
 
   // Only the types this runner can run: a job of another type stays queued for a runner that has
   // it (never claimed and failed here). The registry is fixed for the run: listed once, not per claim.
@@ -44,43 +37,34 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   let leasesEnd = 0;
   const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs || options.stopClaiming?.() === true;
   const running = () => inflight.size - completions.waiting;
-  /** Steps settled so far: a claim sent before the latest of them may not have seen its job. */
-  let settledSteps = 0;
   try {
     while (!stopping()) {
       const free = Math.min(concurrency - running(), maxJobs - counts.claimed);
       let claimed: Job[] = [];
-      const settledBeforeClaim = settledSteps;
+      const settledBeforeClaim = inflight.settled;
       if (free > 0) {
-        const round = await claimRound(runner, types, completions, inflight, free, leasesEnd);
+        const round = await claimRound(runner, types, completions, inflight.steps, free, leasesEnd);
         claimed = round.jobs;
         leasesEnd = round.leasesEnd;
         counts.claimed += claimed.length;
         if (claimed.length > 0) idleDelay = IDLE_FIRST_WAIT_MS;
         for (const job of claimed) {
-          const p: Promise<void> = runStep(runner, job, shutdown.signal, completions, round.sentAt)
-            .then((outcome) => {
-              counts[outcome]++;
-              if (outcome === 'failed') alertsPending = true;
-            })
-            .finally(() => {
-              inflight.delete(p);
-              settledSteps++;
-              wake();
-            });
-          inflight.add(p);
+          inflight.add(runStep(runner, job, shutdown.signal, completions, round.sentAt).then((outcome) => {
+            counts[outcome]++;
+            if (outcome === 'failed') alertsPending = true;
+          }));
         }
       }
       if (claimed.length === free && free > 0) continue;
       if (inflight.size > 0) {
         // Wait for a step to finish. Completions queued meanwhile stay for the next claim.
-        const woken = new Promise<void>((resolve) => (wakeLoop = resolve));
-        completions.attach(wake);
+        const woken = inflight.nextSettle();
+        completions.attach(inflight.wake);
         await woken;
         // Steps of one batch finish in the same tick: let them all queue, so the next claim is
         // one batch, not a trickle of ones.
         await new Promise((resolve) => setTimeout(resolve, 0));
-      } else if (settledSteps !== settledBeforeClaim) {
+      } else if (inflight.settled !== settledBeforeClaim) {
         // A step settled while the claim was out: the claim read the queue as of its snapshot,
         // before that settle committed, so a job it made due at once (a continue, a retry) may
         // be waiting unseen. Claim again before calling the queue drained or idle.
@@ -94,7 +78,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
       }
     }
     completions.detach();
-    await Promise.all(inflight);
+    await Promise.all(inflight.steps);
   } finally {
     completions.detach();
     options.signal?.removeEventListener('abort', onAbort);
@@ -105,6 +89,38 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
     await deliverPendingAlerts(runner.sql, runner.alerts).catch(() => {});
   }
   return counts;
+}
+
+/** Every claimed step until it is settled (running, or finished and waiting for its settle). */
+class StepsInFlight {
+  readonly steps = new Set<Promise<void>>();
+  /** Steps settled so far: a claim sent before the latest of them may not have seen its job. */
+  settled = 0;
+  private waiter: (() => void) | null = null;
+
+  get size(): number {
+    return this.steps.size;
+  }
+
+  add(step: Promise<void>): void {
+    const tracked: Promise<void> = step.finally(() => {
+      this.steps.delete(tracked);
+      this.settled++;
+      this.wake();
+    });
+    this.steps.add(tracked);
+  }
+
+  /** Resolves at the next wake: a step settled, or a completion queued for the next claim. */
+  nextSettle(): Promise<void> {
+    return new Promise<void>((resolve) => (this.waiter = resolve));
+  }
+
+  readonly wake = (): void => {
+    const resolve = this.waiter;
+    this.waiter = null;
+    resolve?.();
+  };
 }
 
 /**
