@@ -1292,6 +1292,93 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tick": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run the tick now (leader lease, maintenance, dispatcher, drain), as the Cron Trigger does */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description what the tick did */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            leader: {
+                                outcome: string;
+                                holder: string | null;
+                                generation: number;
+                            };
+                            /** @description each pass's result; null when this tick did not hold the leader lease */
+                            maintenance: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description the maintenance passes that threw (each alerted as maintenance_failed) */
+                            failed: string[];
+                            /** @enum {string} */
+                            dispatcher: "armed" | "rearmed" | "off" | "unavailable";
+                            steps: {
+                                claimed: number;
+                                done: number;
+                                continued: number;
+                                retried: number;
+                                failed: number;
+                                cancelled: number;
+                                lost: number;
+                                released: number;
+                            };
+                        };
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/dispatchers": {
         parameters: {
             query?: never;

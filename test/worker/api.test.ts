@@ -186,6 +186,25 @@ describe('manual operations', () => {
     await expectRefused(() => post('/v1/leader/release', undefined, 'enqueue'), 403, 'forbidden');
     expect((await post('/v1/maintenance/rescue')).body).toEqual({ requeued: 0, failed: 0, oomKilled: 0 });
   });
+
+  it('POST /v1/tick runs the tick now: takes the lease, runs the maintenance and drains what is due', async () => {
+    await h.sql`update worker.leader_lease set expires_at = now() - interval '1 second'`;
+    const { job } = (await post('/v1/jobs', { type: 'countdown', payload: { n: 2 }, delayMs: 3_600_000 })).body;
+    await h.sql`update worker.jobs set run_at = now() where id = ${job.id}`; // due, and no kick ran it
+    await expectRefused(() => post('/v1/tick', undefined, 'enqueue'), 403, 'forbidden');
+    const res = await post('/v1/tick');
+    expect(res.status).toBe(200);
+    expect(res.body.leader).toMatchObject({ outcome: 'acquired', holder: 'default' });
+    expect(Object.keys(res.body.maintenance)).toEqual(expect.arrayContaining(['rescued', 'stuck', 'pruned', 'eventsRolledUp']));
+    expect(res.body.failed).toEqual([]);
+    // the countdown's three steps, beside whatever the maintenance's backfilled cron slots made due
+    expect(res.body.steps.claimed).toBeGreaterThanOrEqual(3);
+    expect(res.body.steps.continued).toBeGreaterThanOrEqual(2);
+    const [row] = await h.sql`select status from worker.jobs where id = ${job.id}`;
+    expect(row!.status).toBe('done');
+    // a second tick renews the lease it holds
+    expect((await post('/v1/tick')).body.leader.outcome).toBe('renewed');
+  });
 });
 
 describe('GET /metrics', () => {

@@ -58,6 +58,7 @@ const SCOPES: Record<string, Scope[]> = {
   'GET /v1/leader': ['admin', 'metrics'],
   'GET /v1/dispatchers': ['admin', 'metrics'],
   'POST /v1/maintenance/rescue': ['admin'],
+  'POST /v1/tick': ['admin'],
   'POST /v1/pushes': ['enqueue'],
   'GET /v1/builds/:id/logs': ['enqueue', 'admin'],
   'POST /v1/databases': ['enqueue'],
@@ -263,7 +264,7 @@ describe('secrets stay out of answers, events and logs', () => {
 
 describe('size limits', () => {
   /** Routes that never read their body: a big one is not buffered, so there is nothing to limit. */
-  const BODYLESS = new Set(['POST /v1/leader/release', 'POST /v1/maintenance/rescue']);
+  const BODYLESS = new Set(['POST /v1/leader/release', 'POST /v1/maintenance/rescue', 'POST /v1/tick']);
 
   it('every route that reads a body answers a 5 MB one with 413 and writes nothing', async () => {
     const huge = JSON.stringify({ type: 'uppercase', payload: { text: 'x'.repeat(5 * 1024 * 1024) } });

@@ -2,6 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import { readLeaderLease, releaseLeaderLease, rescueExpiredLeases } from '../../../queue/index.ts';
 import { readConfig } from '../../config.ts';
 import { dispatcherStatuses } from '../../dispatch/wake.ts';
+import { runTick } from '../../tick.ts';
 import { requireScope } from '../auth.ts';
 import { invocationOf } from '../context.ts';
 import { AUTH_ERRORS, bearer, createRouter, errorAnswers, jsonAnswer, mount } from '../openapi.ts';
@@ -46,6 +47,44 @@ mount(admin, createRoute({
   const counts = await rescueExpiredLeases(inv.sql);
   c.set('kick', counts.requeued > 0);
   return c.json(counts);
+});
+
+const stepCounts = z.object({
+  claimed: z.number().int(), done: z.number().int(), continued: z.number().int(), retried: z.number().int(),
+  failed: z.number().int(), cancelled: z.number().int(), lost: z.number().int(), released: z.number().int(),
+});
+
+/**
+ * Run the tick now, as the per-minute Cron Trigger runs it: take or renew the leader lease, run the
+ * leader's maintenance, re-arm the dispatcher, drain for TICK_BUDGET_MS. The operator's "trigger the
+ * dispatcher" (docs/manual.md): overlapping a Cron Trigger's tick is safe, as two ticks are.
+ */
+mount(admin, createRoute({
+  method: 'post', path: '/v1/tick', tags: ['operator'], security: bearer,
+  summary: 'Run the tick now (leader lease, maintenance, dispatcher, drain), as the Cron Trigger does',
+  middleware: [requireScope('admin')],
+  responses: {
+    200: jsonAnswer(z.object({
+      leader: z.object({ outcome: z.string(), holder: z.string().nullable(), generation: z.number().int() }),
+      maintenance: z.record(z.string(), z.unknown()).nullable().openapi({ description: "each pass's result; null when this tick did not hold the leader lease" }),
+      failed: z.array(z.string()).openapi({ description: 'the maintenance passes that threw (each alerted as maintenance_failed)' }),
+      dispatcher: z.enum(['armed', 'rearmed', 'off', 'unavailable']),
+      steps: stepCounts,
+    }), 'what the tick did'),
+    ...errorAnswers(...AUTH_ERRORS),
+  },
+}), async (c) => {
+  const inv = await invocationOf(c);
+  const result = await runTick(inv, new Date());
+  const { leader } = result;
+  inv.log({ level: 'info', msg: 'tick', trigger: 'POST /v1/tick', leader: leader.outcome, generation: leader.generation, maintenance: result.maintenance, dispatcher: result.dispatcher, steps: result.steps });
+  return c.json({
+    leader: { outcome: leader.outcome, holder: leader.holder, generation: leader.generation },
+    maintenance: (result.maintenance as Record<string, unknown> | null) ?? null,
+    failed: result.failed,
+    dispatcher: result.dispatcher,
+    steps: result.steps,
+  });
 });
 
 const alarmReport = z.object({
