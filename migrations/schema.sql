@@ -663,6 +663,38 @@ begin
   select count(*) into resolved from res;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.cancel_job(p_id uuid, p_reason text DEFAULT 'cancelled by operator'::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now    timestamptz := coalesce(p_now, now());
+  v_reason text := coalesce(nullif(btrim(p_reason), ''), 'cancelled by operator');
+  v_was    worker.jobs;
+  v_job    worker.jobs;
+begin
+  -- A job that never started is cancelled at once. A started one (running, or queued between
+  -- steps with work outstanding at a provider) gets a request: the runner runs its type's cancel
+  -- hook at the next step boundary, then ends it cancelled. A second request changes nothing.
+  v_was := worker.lock_job_for(p_id, 'cancel', '{queued,running}');
+  if v_was.status = 'queued' and v_was.started_at is null then
+    update worker.jobs set status = 'cancelled', finished_at = v_now, last_error = v_reason,
+                           cancel_requested_at = v_now, cancel_reason = v_reason
+     where id = p_id returning * into v_job;
+    insert into worker.job_events (job_id, at, kind, detail)
+    values (p_id, v_now, 'cancelled', jsonb_build_object('reason', v_reason, 'hookRan', false));
+  elsif v_was.cancel_requested_at is not null then
+    v_job := v_was;
+  else
+    -- a queued job becomes due, so its cancel hook runs next
+    update worker.jobs set cancel_requested_at = v_now, cancel_reason = v_reason,
+                           run_at = case when status = 'queued' then v_now else run_at end
+     where id = p_id returning * into v_job;
+    insert into worker.job_events (job_id, at, kind, detail) values (p_id, v_now, 'cancel_requested', jsonb_build_object('reason', v_reason));
+  end if;
+  return v_job;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.check_leader_churn(p_max integer, p_window_ms bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, OUT opened integer, OUT resolved integer)
  RETURNS record
  LANGUAGE plpgsql
@@ -1386,6 +1418,58 @@ begin
     using errcode = 'SB400', column = p_field;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.event_time(p_at timestamp with time zone)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  -- A time in an event's detail as JavaScript's toISOString writes it (UTC, milliseconds, Z), so
+  -- an event reads the same whichever side wrote it; 'infinity' for a parked job's run_at.
+  select case when isfinite(p_at) then to_char(p_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') else p_at::text end
+$function$;
+
+CREATE OR REPLACE FUNCTION worker.fail_job(p_id uuid, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now timestamptz := coalesce(p_now, now());
+  v_job worker.jobs;
+begin
+  -- An operator ends a queued or running job as failed (a running owner's fenced settle then
+  -- matches nothing). The reason is the job's last_error.
+  if coalesce(p_reason, '') ~ '^[[:space:]]*$' then
+    raise exception 'a reason is required to fail a job' using errcode = 'SB400', column = 'reason';
+  end if;
+  perform worker.lock_job_for(p_id, 'fail', '{queued,running}');
+  update worker.jobs set status = 'failed', last_error = p_reason, finished_at = v_now, locked_until = null, running_pool = null
+   where id = p_id returning * into v_job;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'failed', jsonb_build_object('reason', p_reason, 'manual', true));
+  return v_job;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.lock_job_for(p_id uuid, p_verb text, p_from text[])
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_job worker.jobs;
+begin
+  -- The first statement of every manual operation (worker.requeue_job, fail_job, …): the job's
+  -- row, locked until the operation's transaction ends, or SB404; and SB409 when its status does
+  -- not allow the operation (the message names the status and the ones that would).
+  select * into v_job from worker.jobs j where j.id = p_id for update;
+  if not found then
+    raise exception 'no job %', p_id using errcode = 'SB404';
+  end if;
+  if not (v_job.status = any (p_from)) then
+    raise exception 'cannot % job %: it is % (allowed from %)', p_verb, p_id, v_job.status, array_to_string(p_from, ', ')
+      using errcode = 'SB409';
+  end if;
+  return v_job;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.payload_value_error(s jsonb, v jsonb)
  RETURNS text
  LANGUAGE plpgsql
@@ -1604,6 +1688,25 @@ begin
   return null;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.release_job_lease(p_id uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now timestamptz := coalesce(p_now, now());
+  v_was worker.jobs;
+  v_job worker.jobs;
+begin
+  -- Take a running job's lease from its owner: claimable at once; the owner's fenced settle and
+  -- heartbeat match nothing (its heartbeat aborts the step). The try counts as a failure.
+  v_was := worker.lock_job_for(p_id, 'release the lease of', '{running}');
+  update worker.jobs set status = 'queued', run_at = v_now, locked_until = null, running_pool = null, lease_token = null
+   where id = p_id returning * into v_job;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'lease_released', jsonb_build_object('owner', v_was.locked_by, 'manual', true));
+  return v_job;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.release_submit_key()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -1611,6 +1714,49 @@ AS $function$
 begin
   delete from worker.submit_keys k where k.submit_key = old.submit_key and k.job_id = old.id;
   return null;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.requeue_job(p_id uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now timestamptz := coalesce(p_now, now());
+  v_was worker.jobs;
+  v_job worker.jobs;
+begin
+  -- Run an ended job again from its checkpoint, with fresh attempts (its poison alert is resolved
+  -- by the requeued event's trigger).
+  v_was := worker.lock_job_for(p_id, 'requeue', '{failed,cancelled,oom_killed}');
+  begin
+    update worker.jobs set status = 'queued', attempts = 0, run_at = v_now, finished_at = null, locked_until = null,
+                           cancel_requested_at = null, cancel_reason = null, last_error = null
+     where id = p_id returning * into v_job;
+  exception when unique_violation then
+    raise exception 'cannot change job %: another job with its dedupe key is already waiting or active', p_id using errcode = 'SB409';
+  end;
+  insert into worker.job_events (job_id, at, kind, detail) values (p_id, v_now, 'requeued', jsonb_build_object('from', v_was.status));
+  return v_job;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.reschedule_job(p_id uuid, p_run_at timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now timestamptz := coalesce(p_now, now());
+  v_was worker.jobs;
+  v_job worker.jobs;
+begin
+  -- Move a queued job's run_at (run now, or later; 'infinity' parks it until resumed).
+  if p_run_at is null then
+    raise exception 'runAt must be a valid time' using errcode = 'SB400', column = 'runAt';
+  end if;
+  v_was := worker.lock_job_for(p_id, 'reschedule', '{queued}');
+  update worker.jobs set run_at = p_run_at where id = p_id returning * into v_job;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'rescheduled', jsonb_build_object('from', worker.event_time(v_was.run_at), 'to', worker.event_time(p_run_at)));
+  return v_job;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.rescue_expired_leases(p_limit integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, OUT requeued integer, OUT failed integer, OUT oom_killed integer)
@@ -1701,6 +1847,26 @@ begin
   return null;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.resume_job(p_id uuid, p_expect_step text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now timestamptz := coalesce(p_now, now());
+  v_was worker.jobs;
+  v_job worker.jobs;
+begin
+  -- Resume a job parked at a step (queued, run_at infinity) so it runs now. With p_expect_step, a
+  -- job at another step is a conflict (a cluster that is not awaiting bootstrap).
+  v_was := worker.lock_job_for(p_id, 'resume', '{queued}');
+  if p_expect_step is not null and v_was.step is distinct from p_expect_step then
+    raise exception 'cannot resume job %: it is at step %, not %', p_id, v_was.step, p_expect_step using errcode = 'SB409';
+  end if;
+  update worker.jobs set run_at = v_now where id = p_id returning * into v_job;
+  insert into worker.job_events (job_id, at, kind, detail) values (p_id, v_now, 'resumed', jsonb_build_object('step', v_was.step));
+  return v_job;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.rollup_job_events(p_lag_ms bigint DEFAULT 60000, p_limit integer DEFAULT 100000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS integer
  LANGUAGE plpgsql
@@ -1757,6 +1923,25 @@ begin
 
   update worker.event_rollup set last_event_id = v_upto, rolled_at = v_now where id = 1;
   return v_n + v_rows;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.set_job_priority(p_id uuid, p_priority integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now timestamptz := coalesce(p_now, now());
+  v_was worker.jobs;
+  v_job worker.jobs;
+begin
+  if p_priority is null or p_priority not between 0 and 1000 then
+    raise exception 'priority must be an integer from 0 to 1000' using errcode = 'SB400', column = 'priority';
+  end if;
+  v_was := worker.lock_job_for(p_id, 'change the priority of', '{queued,running}');
+  update worker.jobs set priority = p_priority where id = p_id returning * into v_job;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'priority_changed', jsonb_build_object('from', v_was.priority, 'to', p_priority));
+  return v_job;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.settle_and_claim(p_done jsonb, p_worker text, p_pool text, p_limit integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_types text[] DEFAULT NULL::text[])

@@ -39,11 +39,12 @@ interface PgError {
   column_name?: string;
 }
 
-/** Maps the engine's SQLSTATEs (SB400, SB409) to typed errors; anything else passes through. */
+/** Maps the engine's SQLSTATEs (SB400, SB404, SB409) to typed errors; anything else passes through. */
 export function translatePgError(error: unknown): unknown {
   const e = error as PgError;
   if (e && typeof e === 'object') {
     if (e.code === 'SB400') return new ValidationError(e.message, e.column_name);
+    if (e.code === 'SB404') return new NotFoundError(e.message);
     if (e.code === 'SB409') return new ConflictError(e.message, e.column_name);
   }
   return error;

@@ -1,54 +1,31 @@
 import type { Queryable } from '../db.ts';
 import type { Job } from '../job.ts';
-import { at } from './clock.ts';
-import { parseJobRow, record, time } from './rows.ts';
+import { parseJobRow } from './rows.ts';
 
 /**
- * The statements of the manual operations (queue/manual.ts). Each runs inside the operation's
- * transaction, after lockJob took the row: the operation has already checked the transition.
+ * The manual operations are SQL functions (migrations/functions/worker.requeue_job.sql and the
+ * others beside it), so an operator at a SQL prompt and queue/manual.ts run the same transition:
+ * each locks the job, checks its status allows the operation (SB404 / SB409), changes the row and
+ * writes its event in one statement. These are their calls; each answers the job as it now is.
  */
-
-/** The job's row, locked until the transaction ends, and the statement clock's time. */
-export async function lockJob(sql: Queryable, id: string, now: Date | undefined): Promise<{ job: Job; now: Date } | null> {
-  const [row] = await sql`select *, ${at(sql, now)} as _now from worker.jobs where id = ${id} for update`;
-  if (!row) return null;
-  return { job: parseJobRow(row), now: time(record(row, 'locked job row')._now, '_now') };
+async function jobOf(rows: Promise<readonly unknown[]>): Promise<Job> {
+  const [row] = await rows;
+  return parseJobRow(row);
 }
 
-export async function requeueRow(sql: Queryable, id: string, now: Date): Promise<void> {
-  await sql`update worker.jobs set status = 'queued', attempts = 0, run_at = ${now}, finished_at = null,
-              locked_until = null, cancel_requested_at = null, cancel_reason = null, last_error = null
-            where id = ${id}`;
-}
+const at = (now: Date | undefined) => now ?? null;
 
-export async function failRow(sql: Queryable, id: string, reason: string, now: Date): Promise<void> {
-  await sql`update worker.jobs set status = 'failed', last_error = ${reason}, finished_at = ${now}, locked_until = null,
-              running_pool = null where id = ${id}`;
-}
-
-/** A job that never started ends cancelled at once. */
-export async function cancelRow(sql: Queryable, id: string, reason: string, now: Date): Promise<void> {
-  await sql`update worker.jobs set status = 'cancelled', finished_at = ${now}, last_error = ${reason},
-              cancel_requested_at = ${now}, cancel_reason = ${reason} where id = ${id}`;
-}
-
-/** A started job gets a request; a queued one becomes due so its cancel hook runs next. */
-export async function requestCancelRow(sql: Queryable, id: string, reason: string, now: Date): Promise<void> {
-  await sql`update worker.jobs set cancel_requested_at = ${now}, cancel_reason = ${reason},
-              run_at = case when status = 'queued' then ${now} else run_at end
-            where id = ${id}`;
-}
-
-export async function setRunAt(sql: Queryable, id: string, runAt: Date): Promise<void> {
-  await sql`update worker.jobs set run_at = ${runAt} where id = ${id}`;
-}
-
-export async function setPriorityRow(sql: Queryable, id: string, priority: number): Promise<void> {
-  await sql`update worker.jobs set priority = ${priority} where id = ${id}`;
-}
-
-/** The owner's lease taken away: claimable at once, and the owner's fenced settle matches nothing. */
-export async function takeLeaseRow(sql: Queryable, id: string, now: Date): Promise<void> {
-  await sql`update worker.jobs set status = 'queued', run_at = ${now}, locked_until = null, running_pool = null,
-              lease_token = null where id = ${id}`;
-}
+export const manualCalls = {
+  requeue: (sql: Queryable, id: string, now?: Date) => jobOf(sql`select * from worker.requeue_job(${id}::uuid, ${at(now)}::timestamptz)`),
+  fail: (sql: Queryable, id: string, reason: string, now?: Date) =>
+    jobOf(sql`select * from worker.fail_job(${id}::uuid, ${reason}, ${at(now)}::timestamptz)`),
+  cancel: (sql: Queryable, id: string, reason: string, now?: Date) =>
+    jobOf(sql`select * from worker.cancel_job(${id}::uuid, ${reason}, ${at(now)}::timestamptz)`),
+  reschedule: (sql: Queryable, id: string, runAt: Date, now?: Date) =>
+    jobOf(sql`select * from worker.reschedule_job(${id}::uuid, ${runAt}::timestamptz, ${at(now)}::timestamptz)`),
+  resume: (sql: Queryable, id: string, expectStep: string | undefined, now?: Date) =>
+    jobOf(sql`select * from worker.resume_job(${id}::uuid, ${expectStep ?? null}::text, ${at(now)}::timestamptz)`),
+  priority: (sql: Queryable, id: string, priority: number, now?: Date) =>
+    jobOf(sql`select * from worker.set_job_priority(${id}::uuid, ${priority}::int, ${at(now)}::timestamptz)`),
+  releaseLease: (sql: Queryable, id: string, now?: Date) => jobOf(sql`select * from worker.release_job_lease(${id}::uuid, ${at(now)}::timestamptz)`),
+};

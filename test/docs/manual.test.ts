@@ -5,7 +5,6 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, enqueue } from '../../queue/index.ts';
 import { startDevStack, type DevStack } from '../support/dev-stack.ts';
-import { fencedBlocks } from './doc-blocks.ts';
 
 /**
  * docs/manual.md maps the operations manual's quick checks, manual operations, self-healing and
@@ -173,51 +172,57 @@ describe('run against the npm start stack, each command does what its row says',
     await sql`update worker.jobs set status = 'cancelled', finished_at = now(), locked_until = null where id = ${stuck}`;
   }, 120_000);
 
-  it('the manual operations: each ops command and each route does what the row says', async () => {
+  it('the manual operations: each ops command, route and SQL statement does what the row says', async () => {
+    type Via = 'ops' | 'http' | 'sql';
     for (const row of table('Manual operations')) {
       const name = row[0]!;
       const [opsCommand] = opsOf(row, 2);
       const [route] = httpOf(row, 3);
+      const [statement] = codeSpans(row[4]!);
+      const ways = ([['ops', opsCommand], ['http', route], ['sql', statement]] as const).filter(([, c]) => c !== undefined).map(([v]) => v as Via);
+      /** The row's command by one way, on the job `id` (the `<id>` of the command). */
+      const act = async (via: Via, id?: string, body?: unknown) => {
+        if (via === 'ops') return void (await ops(opsCommand!, id));
+        if (via === 'sql') return void (await sql.unsafe(id ? statement!.replace('<id>', id) : statement!));
+        const answer = await http(route!, id, body);
+        expect(answer.status, `${name}: ${answer.text}`).toBe(200);
+      };
       switch (name) {
-        case 'Re-queue a stuck job': {
-          for (const via of ['ops', 'http'] as const) {
+        case 'Re-queue a stuck job':
+          expect(ways).toEqual(['ops', 'http', 'sql']);
+          for (const via of ways) {
             const id = await runningJob({ stuck: true });
-            if (via === 'ops') await ops(opsCommand!, id);
-            else expect((await http(route!, id)).status).toBe(200);
-            expect(await jobRow(id)).toMatchObject({ status: 'queued', lease_token: null, attempts: 1 });
+            await act(via, id);
+            expect(await jobRow(id), via).toMatchObject({ status: 'queued', lease_token: null, attempts: 1 });
           }
           break;
-        }
-        case 'Fail a job permanently': {
-          const queued = await queuedJob();
-          await ops(opsCommand!, queued);
-          expect(await jobRow(queued)).toMatchObject({ status: 'failed', last_error: 'manually failed' });
-          const running = await runningJob();
-          expect((await http(route!, running, { reason: 'manually failed' })).status).toBe(200);
-          expect(await jobRow(running)).toMatchObject({ status: 'failed', last_error: 'manually failed' });
+        case 'Fail a job permanently':
+          expect(ways).toEqual(['ops', 'http', 'sql']);
+          for (const via of ways) {
+            const id = via === 'http' ? await runningJob() : await queuedJob();
+            await act(via, id, { reason: 'manually failed' });
+            expect(await jobRow(id), via).toMatchObject({ status: 'failed', last_error: 'manually failed' });
+          }
           break;
-        }
-        case 'Kill a running worker': {
-          for (const via of ['ops', 'http'] as const) {
+        case 'Kill a running worker':
+          expect(ways).toEqual(['ops', 'http', 'sql']);
+          for (const via of ways) {
             const id = await runningJob();
-            if (via === 'ops') await ops(opsCommand!, id);
-            else expect((await http(route!, id, {})).status).toBe(200);
-            expect((await jobRow(id)).cancel_requested_at).toBeInstanceOf(Date);
+            await act(via, id, {});
+            expect((await jobRow(id)).cancel_requested_at, via).toBeInstanceOf(Date);
           }
           break;
-        }
-        case 'Force dispatcher lease release': {
-          for (const via of ['ops', 'http'] as const) {
+        case 'Force dispatcher lease release':
+          expect(ways).toEqual(['ops', 'http', 'sql']);
+          for (const via of ways) {
             await http('POST /v1/tick');
-            if (via === 'ops') await ops(opsCommand!);
-            else expect((await http(route!)).status).toBe(200);
+            await act(via);
             const [lease] = await sql`select expires_at < now() as expired from worker.leader_lease`;
-            expect(lease!.expired).toBe(true);
+            expect(lease!.expired, via).toBe(true);
           }
           break;
-        }
         case 'Trigger dispatcher manually': {
-          expect(opsCommand).toBeUndefined();
+          expect(ways).toEqual(['http']);
           const tick = await http(route!);
           expect(tick.status).toBe(200);
           // the lease the row before expired: this tick takes it (or renews it, had the stack's own tick come first)
@@ -229,36 +234,25 @@ describe('run against the npm start stack, each command does what its row says',
           expect(stdout).toMatch(/Ran scheduled event/);
           break;
         }
-        case 'Force re-queue all stale running jobs now': {
-          for (const via of ['ops', 'http'] as const) {
+        case 'Force re-queue all stale running jobs now':
+          expect(ways).toEqual(['ops', 'http', 'sql']);
+          for (const via of ways) {
             const id = await runningJob({ expired: true });
-            if (via === 'ops') await ops(opsCommand!);
-            else expect((await http(route!)).status).toBe(200);
+            await act(via);
             // re-queued one class up (a claim of the stack's own may have rescued it first: the same sweep)
-            expect(await jobRow(id)).toMatchObject({ status: 'queued', weight: 'heavy' });
+            expect(await jobRow(id), via).toMatchObject({ status: 'queued', weight: 'heavy' });
           }
           break;
+        case 'Enable vps-i1 as emergency fallback': {
+          expect(ways).toEqual(['sql']);
+          await act('sql');
+          const [pool] = await sql`select enabled from worker.pool_capacity where pool = 'vps-i1'`;
+          expect(pool!.enabled).toBe(true);
+          break;
         }
-        case 'Enable vps-i1 as emergency fallback':
-          expect(opsCommand).toBeUndefined();
-          break; // its SQL is the block below
         default:
           throw new Error(`no check for the manual operation "${name}"`);
       }
     }
   }, 180_000);
-
-  it("the manual's SQL runs as shown", async () => {
-    const [block] = fencedBlocks('docs/manual.md').filter((b) => b.lang === 'sql');
-    const statements = block!.text.split(';').map((s) => s.trim()).filter(Boolean);
-    expect(statements).toHaveLength(3);
-    const id = await runningJob({ expired: true });
-    await http('POST /v1/tick');
-    for (const statement of statements) await sql.unsafe(statement);
-    const [pool] = await sql`select enabled from worker.pool_capacity where pool = 'vps-i1'`;
-    expect(pool!.enabled).toBe(true);
-    const [lease] = await sql`select expires_at < now() as expired from worker.leader_lease`;
-    expect(lease!.expired).toBe(true);
-    expect((await jobRow(id)).status).toBe('queued');
-  });
 });

@@ -98,3 +98,73 @@ describe('manual operations', () => {
     await expect(cancelJob(db.sql, 'not-a-uuid')).rejects.toBeInstanceOf(NotFoundError);
   });
 });
+
+describe('from SQL: the manual operations are functions an operator runs at a SQL prompt', () => {
+  /** The SQLSTATE a statement is refused with, and the job and its history unchanged by it. */
+  async function refused(id: string, statement: () => Promise<unknown>): Promise<string> {
+    const before = await db.sql`select j.*, (select count(*) from worker.job_history h where h.job_id = j.id) as events from worker.jobs j where j.id = ${id}`;
+    const error = await statement().then(() => null, (e: { code?: string }) => e);
+    expect(error, 'refused').not.toBeNull();
+    const after = await db.sql`select j.*, (select count(*) from worker.job_history h where h.job_id = j.id) as events from worker.jobs j where j.id = ${id}`;
+    expect(after).toEqual(before);
+    return error!.code!;
+  }
+
+  it('each does what its TypeScript twin does, with the same event, and refuses with SB404, SB409 or SB400 writing nothing', async () => {
+    const { job } = await enqueue(db.sql, { type: 'uppercase', payload: { text: 's' }, priority: 0, delayMs: 3_600_000 });
+    const at = new Date('2031-05-01T10:00:00Z');
+    const [moved] = await db.sql`select * from worker.reschedule_job(${job.id}, ${at})`;
+    expect(moved!.run_at).toEqual(at);
+    const [prioritized] = await db.sql`select priority from worker.set_job_priority(${job.id}, 5)`;
+    expect(prioritized!.priority).toBe(5);
+    expect(await refused(job.id, () => db.sql`select * from worker.set_job_priority(${job.id}, 1001)`)).toBe('SB400');
+    expect(await refused(job.id, () => db.sql`select * from worker.requeue_job(${job.id})`)).toBe('SB409');
+    expect(await refused(job.id, () => db.sql`select * from worker.release_job_lease(${job.id})`)).toBe('SB409');
+    expect(await refused(job.id, () => db.sql`select * from worker.fail_job(${job.id}, ${' \t\n'})`)).toBe('SB400');
+    expect(await refused(job.id, () => db.sql`select * from worker.resume_job(${job.id}, 'awaiting_bootstrap')`)).toBe('SB409');
+    await db.sql`select * from worker.resume_job(${job.id})`;
+
+    const [claimed] = await claimJobs(db.sql, { workerId: 'sql-holder', limit: 1, types: ['uppercase'] });
+    expect(claimed!.id).toBe(job.id);
+    const [released] = await db.sql`select status, lease_token, locked_by from worker.release_job_lease(${job.id})`;
+    expect(released).toMatchObject({ status: 'queued', lease_token: null });
+    const [failed] = await db.sql`select status, last_error from worker.fail_job(${job.id}, 'manually failed')`;
+    expect(failed).toEqual({ status: 'failed', last_error: 'manually failed' });
+    const [requeued] = await db.sql`select status, attempts, last_error from worker.requeue_job(${job.id})`;
+    expect(requeued).toEqual({ status: 'queued', attempts: 0, last_error: null });
+    const [cancelled] = await db.sql`select status, last_error from worker.cancel_job(${job.id}, 'not needed')`;
+    expect(cancelled).toMatchObject({ status: 'queued' }); // started: a request, for the hook at its next step
+    // a second request is no error and changes nothing: no second event, the first reason kept
+    const [again] = await db.sql`select cancel_reason from worker.cancel_job(${job.id}, 'again')`;
+    expect(again!.cancel_reason).toBe('not needed');
+
+    const events = (await getJob(db.sql, job.id))!.events.map((e) => [e.kind, e.detail]);
+    expect(events.slice(1)).toEqual([
+      ['rescheduled', { from: expect.any(String), to: '2031-05-01T10:00:00.000Z' }],
+      ['priority_changed', { from: 0, to: 5 }],
+      ['resumed', { step: 'start' }],
+      ['claimed', expect.anything()],
+      ['lease_released', { owner: 'sql-holder', manual: true }],
+      ['failed', { reason: 'manually failed', manual: true }],
+      ['requeued', { from: 'failed' }],
+      ['cancel_requested', { reason: 'not needed' }],
+    ]);
+    const missing = '00000000-0000-4000-8000-000000000000';
+    await expect(db.sql`select * from worker.fail_job(${missing}, 'x')`).rejects.toMatchObject({ code: 'SB404', message: `no job ${missing}` });
+  });
+
+  it('two operators on one job at once: the row lock orders them, the second sees the first one\'s result', async () => {
+    for (let round = 0; round < 5; round++) {
+      const { job } = await enqueue(db.sql, { type: 'uppercase', payload: { text: `race ${round}` }, delayMs: 3_600_000 });
+      const answers = await Promise.allSettled([
+        db.sql`select status from worker.fail_job(${job.id}, 'first')`,
+        db.sql`select status from worker.fail_job(${job.id}, 'second')`,
+        failJobPermanently(db.sql, job.id, 'third'),
+      ]);
+      expect(answers.filter((a) => a.status === 'fulfilled')).toHaveLength(1);
+      for (const a of answers.filter((x) => x.status === 'rejected')) expect(String((a as PromiseRejectedResult).reason.message)).toMatch(/cannot fail job .*: it is failed/);
+      const failedEvents = (await getJob(db.sql, job.id))!.events.filter((e) => e.kind === 'failed');
+      expect(failedEvents).toHaveLength(1);
+    }
+  });
+});
