@@ -25,6 +25,8 @@ const CANARIES: Record<SecretName, string> = {
   ENCRYPTION_KEYS: `canarykid:${ringKey}`,
   STRIPE_SECRET_KEY: `sk_test_canary${tail()}`,
   STRIPE_WEBHOOK_SECRET: `whsec_canary${tail()}`,
+  SPACES_ACCESS_KEY_ID: `DOCANARY${tail().toUpperCase()}`,
+  SPACES_SECRET_ACCESS_KEY: `canary-spaces-secret-${tail()}${tail()}`,
 };
 /** What must never show for each secret: its value, and for the key ring each key in it. */
 const NEEDLES: Record<SecretName, string[]> = Object.fromEntries(
