@@ -16,9 +16,6 @@ import { SANDBOX_SPACES_KEYS, SANDBOX_SPACES_PATH } from './spaces-keys.ts';
  *
  * Control (under /_sandbox/spaces/):
  *   GET  objects[?bucket=]                 every object: bucket, key, body, etag, metadata
- *   POST competing-write {bucket, key, body, metadata?}
- *                                          another writer's PutObject, made just before the next
- *                                          PutObject of that key is answered (a lost race)
  *   POST ignore-conditions {bucket, ignore}  answer PutObject as if If-Match/If-None-Match were not sent
  */
 
@@ -70,26 +67,15 @@ async function refusal(req: SandboxRequest, resource: string): Promise<SandboxRe
 
 export function spacesSandbox(): SandboxProvider {
   const buckets = new Map<string, Map<string, StoredObject>>();
-  const competing = new Map<string, { body: string; metadata: Record<string, string> }>();
   const ignoring = new Set<string>();
   const bucket = (name: string) => {
     let objects = buckets.get(name);
     if (!objects) buckets.set(name, (objects = new Map()));
     return objects;
   };
-  const store = (objects: Map<string, StoredObject>, key: string, body: string, contentType: string, metadata: Record<string, string>) => {
-    const object = { body, etag: etagOf(body), contentType, metadata, lastModified: new Date() };
-    objects.set(key, object);
-    return object;
-  };
 
   function put(req: SandboxRequest, name: string, key: string, resource: string): SandboxResponse {
     const objects = bucket(name);
-    const rival = competing.get(`${name}/${key}`);
-    if (rival) {
-      competing.delete(`${name}/${key}`);
-      store(objects, key, rival.body, 'text/plain; charset=utf-8', rival.metadata);
-    }
     const current = objects.get(key);
     const ifMatch = req.headers['if-match'];
     const ifNoneMatch = req.headers['if-none-match'];
@@ -101,7 +87,8 @@ export function spacesSandbox(): SandboxProvider {
     }
     const metadata: Record<string, string> = {};
     for (const [header, value] of Object.entries(req.headers)) if (header.startsWith(META_PREFIX)) metadata[header.slice(META_PREFIX.length)] = value;
-    const object = store(objects, key, req.body, req.headers['content-type'] ?? 'binary/octet-stream', metadata);
+    const object = { body: req.body, etag: etagOf(req.body), contentType: req.headers['content-type'] ?? 'binary/octet-stream', metadata, lastModified: new Date() };
+    objects.set(key, object);
     return { status: 200, headers: { etag: object.etag }, body: '' };
   }
 
@@ -140,11 +127,6 @@ export function spacesSandbox(): SandboxProvider {
           .flatMap(([name, objs]) => [...objs].map(([key, o]) => ({ bucket: name, key, body: o.body, etag: o.etag, contentType: o.contentType, metadata: o.metadata })));
         return { status: 200, body: { objects } };
       }
-      if (path === '/competing-write' && req.method === 'POST') {
-        if (typeof input.bucket !== 'string' || typeof input.key !== 'string' || typeof input.body !== 'string') return { status: 400, body: { error: 'bucket, key and body must be strings' } };
-        competing.set(`${input.bucket}/${input.key}`, { body: input.body, metadata: (input.metadata ?? {}) as Record<string, string> });
-        return { status: 200, body: { ok: true } };
-      }
       if (path === '/ignore-conditions' && req.method === 'POST') {
         if (typeof input.bucket !== 'string') return { status: 400, body: { error: 'bucket must be a string' } };
         if (input.ignore === true) ignoring.add(input.bucket);
@@ -155,7 +137,6 @@ export function spacesSandbox(): SandboxProvider {
     },
     reset() {
       buckets.clear();
-      competing.clear();
       ignoring.clear();
     },
   };
