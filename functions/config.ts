@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { MaintenanceConfig } from '../queue/index.ts';
+import type { SpacesSettings } from './adapters/spaces-client.ts';
+import type { LogStoreConfig } from './platform/log-store.ts';
 import type { SecretName } from './lib/worker-secrets.ts';
 import type { UsageBudgets as InvocationBudgets } from './usage.ts';
 
@@ -58,6 +60,11 @@ export interface OptionalVars {
   STRIPE_API_HOST?: string;
   STRIPE_API_PORT?: string;
   STRIPE_API_PROTOCOL?: string;
+  /** The Spaces region endpoint, e.g. https://nyc3.digitaloceanspaces.com (LOG_ARCHIVE = "spaces"). */
+  SPACES_ENDPOINT?: string;
+  SPACES_BUCKET?: string;
+  /** The region requests are signed for, e.g. nyc3. */
+  SPACES_REGION?: string;
 }
 
 /** The Worker's own bearer tokens: whoever presents one may call the API with its scopes. */
@@ -131,7 +138,45 @@ const platformSchema = z.object({
   STRIPE_API_PORT: optionalText,
   STRIPE_API_PROTOCOL: optionalText,
 });
-export type PlatformConfig = z.infer<typeof platformSchema>;
+
+
+/** The Spaces settings, each required when LOG_ARCHIVE = "spaces". */
+const SPACES_VARS = [
+  ['SPACES_ENDPOINT', 'endpoint'],
+  ['SPACES_BUCKET', 'bucket'],
+  ['SPACES_REGION', 'region'],
+  ['SPACES_ACCESS_KEY_ID', 'accessKeyId'],
+  ['SPACES_SECRET_ACCESS_KEY', 'secretAccessKey'],
+] as const satisfies ReadonlyArray<readonly [string, keyof SpacesSettings]>;
+
+/**
+ * Unlike the adapters' other settings, the log store is checked on every request: the logs route
+ * reads it too, and a store named but not set up would lose every line archived meanwhile.
+ */
+const logStoreSchema = z
+  .object({ LOG_ARCHIVE: optionalText, ...Object.fromEntries(SPACES_VARS.map(([name]) => [name, optionalText])) })
+  .transform((v, ctx): LogStoreConfig => {
+    const store = v.LOG_ARCHIVE ?? 'r2';
+    if (store === 'r2') return { store };
+    if (store !== 'spaces') {
+      ctx.addIssue({ code: 'custom', message: `LOG_ARCHIVE must be "r2" or "spaces", got ${JSON.stringify(store)}` });
+      return z.NEVER;
+    }
+    const vars = v as Record<string, string | undefined>;
+    const missing = SPACES_VARS.filter(([name]) => vars[name] === undefined).map(([name]) => name);
+    if (missing.length > 0) {
+      ctx.addIssue({ code: 'custom', message: `LOG_ARCHIVE is "spaces" but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not set (see docs/deploying.md, "Build logs in Spaces")` });
+      return z.NEVER;
+    }
+    const endpoint = vars.SPACES_ENDPOINT!;
+    if (!/^https?:\/\/[^/]/.test(endpoint)) {
+      ctx.addIssue({ code: 'custom', message: `SPACES_ENDPOINT must be an http(s) URL such as https://nyc3.digitaloceanspaces.com, got ${JSON.stringify(endpoint)}` });
+      return z.NEVER;
+    }
+    return { store, spaces: Object.fromEntries(SPACES_VARS.map(([name, key]) => [key, vars[name]!])) as unknown as SpacesSettings };
+  });
+
+export type PlatformConfig = z.infer<typeof platformSchema> & { logStore: LogStoreConfig };
 
 /** The per-invocation budgets when their vars are unset (and for an invocation whose env is refused). */
 export const DEFAULT_BUDGETS: InvocationBudgets = { cpuMs: 20_000, subrequests: 9_000, connections: 6 };
@@ -169,6 +214,8 @@ function toConfig(env: WorkerEnv): WorkerConfig {
   // the first var in declaration order that is wrong, as the message has always named one
   if (!parsed.success) throw new Error(parsed.error.issues[0]!.message);
   const v = parsed.data;
+  const logStore = logStoreSchema.safeParse(env);
+  if (!logStore.success) throw new ConfigError(logStore.error.issues[0]!.message);
   if (v.STEP_CONCURRENCY >= v.CONNECTION_BUDGET) {
     throw new Error(
       `STEP_CONCURRENCY (${v.STEP_CONCURRENCY}) must be below CONNECTION_BUDGET (${v.CONNECTION_BUDGET}): each step in flight may hold one connection and the database client needs at least one`,
@@ -195,7 +242,7 @@ function toConfig(env: WorkerEnv): WorkerConfig {
     dashboardIdleMs: v.DASHBOARD_IDLE_MS,
     alertWebhookUrl: v.ALERT_WEBHOOK_URL ?? null,
     dashboardUrl: v.DASHBOARD_URL ?? null,
-    platform: platformSchema.parse(env),
+    platform: { ...platformSchema.parse(env), logStore: logStore.data },
   };
 }
 

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 
 /**
  * The sandbox: one local HTTP server that speaks the external SaaS APIs (Depot, DigitalOcean,
- * Stripe) so that tests and `npm start` exercise the real adapters. Each provider is a module
+ * Stripe, Spaces) so that tests and `npm start` exercise the real adapters. Each provider is a module
  * that recognises its own paths; every call is recorded. Control endpoints under /_sandbox/
  * let tests (including those inside workerd) script behaviour and read the records over HTTP.
  */
@@ -75,7 +75,7 @@ function readBody(req: IncomingMessage): Promise<string> {
 }
 
 // Recorded headers leave credentials out: the sandbox's records are shown in test output.
-const RECORDED_HEADERS = ['content-type', 'idempotency-key', 'stripe-version', 'connect-protocol-version'];
+const RECORDED_HEADERS = ['content-type', 'idempotency-key', 'stripe-version', 'connect-protocol-version', 'if-match', 'if-none-match'];
 
 export async function startSandbox(options: { port?: number; host?: string; providers: SandboxProvider[] }): Promise<SandboxHandle> {
   const calls: RecordedCall[] = [];

@@ -10,6 +10,7 @@ import { parseKeyRing } from '../functions/lib/secrets.ts';
 import { createStripeClient } from '../functions/platform/billing/adapters/stripe-billing.ts';
 import { migrate } from '../queue/migrate.ts';
 import { allProviders } from '../sandbox/providers.ts';
+import { SANDBOX_SPACES_KEYS, SANDBOX_SPACES_PATH, SANDBOX_SPACES_REGION } from '../sandbox/spaces-keys.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { freePort, startEmbeddedPostgres } from './embedded-postgres.ts';
 import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT } from './lib/cli.ts';
@@ -107,7 +108,7 @@ try {
   await sql.end();
   log(applied.length ? `migrated: ${applied.join(', ')}` : 'database up to date');
 
-  // 2. The sandbox providers (Depot, DigitalOcean, Stripe)
+  // 2. The sandbox providers (Depot, DigitalOcean, Stripe, Spaces)
   const sandbox = await startSandbox({ port: Number(process.env.SANDBOX_PORT ?? (await freePort())), providers: allProviders() });
   cleanups.push(() => sandbox.close());
   log(`sandbox providers on ${sandbox.url}`);
@@ -190,6 +191,7 @@ try {
     dev token   ${token}
     database    ${databaseUrl.replace(/:[^:@/]+@/, ':***@')}
     sandbox     ${sandbox.url}
+    build logs  ${vars.LOG_ARCHIVE === 'spaces' ? `Spaces, the sandbox's bucket ${vars.SPACES_BUCKET} (${sandbox.url}/_sandbox/spaces/objects)` : 'R2 (miniflare, in .data/wrangler)'}
     crons       ${crons.join('  |  ')}
 
   try:
@@ -258,6 +260,13 @@ function sandboxVars(url: string): Record<string, string> {
     STRIPE_API_PORT: u.port,
     STRIPE_API_PROTOCOL: u.protocol.replace(':', ''),
     STRIPE_WEBHOOK_SECRET: 'whsec_sandbox_dev',
+    // used when LOG_ARCHIVE=spaces (`LOG_ARCHIVE=spaces npm start`): the sandbox's Spaces, its dev key pair
+    ...(process.env.LOG_ARCHIVE ? { LOG_ARCHIVE: process.env.LOG_ARCHIVE } : {}),
+    SPACES_ENDPOINT: `${url}${SANDBOX_SPACES_PATH}`,
+    SPACES_BUCKET: 'starbase-dev-build-logs',
+    SPACES_REGION: SANDBOX_SPACES_REGION,
+    SPACES_ACCESS_KEY_ID: SANDBOX_SPACES_KEYS.accessKeyId,
+    SPACES_SECRET_ACCESS_KEY: SANDBOX_SPACES_KEYS.secretAccessKey,
   };
 }
 

@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import { isInProgress, type Job } from '../../queue/index.ts';
-import { R2LogArchive } from '../platform/build/adapters/r2-log-archive.ts';
-import type { WorkerEnv } from '../config.ts';
+import { readConfig, type WorkerEnv } from '../config.ts';
+import { logArchiveOf } from '../platform/log-store.ts';
 import { envSecrets } from '../invocation.ts';
 import { scrubText } from '../lib/redact.ts';
 
@@ -11,7 +11,7 @@ import { scrubText } from '../lib/redact.ts';
  * keep a browser from ever rendering or running them, and no cache keeps a copy.
  */
 export async function archivedLog<E extends { Bindings: WorkerEnv }>(c: Context<E>, build: Job): Promise<Response> {
-  const archived = await new R2LogArchive(c.env.BUILD_LOGS).read(build.id);
+  const archived = await logArchiveOf(c.env, readConfig(c.env).platform.logStore).read(build.id);
   // Lines are scrubbed before they are archived; an archive written before that was not.
   return c.body(scrubText(archived?.text ?? '', envSecrets(c.env)), 200, {
     'content-type': 'text/plain; charset=utf-8',

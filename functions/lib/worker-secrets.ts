@@ -23,6 +23,8 @@ export const WORKER_SECRETS = [
   },
   { name: 'STRIPE_SECRET_KEY', purpose: 'Stripe API key for invoicing' },
   { name: 'STRIPE_WEBHOOK_SECRET', purpose: 'verifies the signature of Stripe webhook events' },
+  { name: 'SPACES_ACCESS_KEY_ID', purpose: 'the Spaces access key build logs are archived with (`LOG_ARCHIVE = "spaces"`)' },
+  { name: 'SPACES_SECRET_ACCESS_KEY', purpose: 'the secret of that Spaces access key: signs every request to the bucket' },
 ] as const satisfies ReadonlyArray<{ name: string; purpose: string; keyRing?: boolean }>;
 
 export type SecretName = (typeof WORKER_SECRETS)[number]['name'];

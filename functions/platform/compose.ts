@@ -4,7 +4,6 @@ import { scrubJson } from '../lib/redact.ts';
 import { unconfigured } from '../lib/unconfigured.ts';
 import { DepotBuildService } from './build/adapters/depot.ts';
 import { DurableObjectLogRelay } from './build/adapters/build-log-relay.ts';
-import { R2LogArchive } from './build/adapters/r2-log-archive.ts';
 import { buildJobType } from './build/build.ts';
 import type { BuildService } from './build/ports/build-service.ts';
 import { stripeClientFromEnv, StripeBilling } from './billing/adapters/stripe-billing.ts';
@@ -12,10 +11,10 @@ import { billingCronJob } from './billing/billing-cron.ts';
 import { invoiceAccountJob } from './billing/invoice-account.ts';
 import type { Billing } from './billing/ports/billing.ts';
 import { cloudInventory } from './cleanup/adapters/cloud-inventory.ts';
-import { R2AccountLogObjects } from './cleanup/adapters/r2-account-logs.ts';
 import { cleanupJob } from './cleanup/cleanup.ts';
 import type { CloudInventory } from './cleanup/ports/cloud-inventory.ts';
 import { lazyJobType, unbuilt } from './lazy.ts';
+import { accountLogObjectsOf, logArchiveOf } from './log-store.ts';
 import { DigitalOceanCloudProvider } from './provisioning/adapters/digitalocean.ts';
 import { provisioningJobTypes } from './provisioning/job-types.ts';
 
@@ -23,7 +22,7 @@ import { provisioningJobTypes } from './provisioning/job-types.ts';
  * The composition root: every job type this deployment runs, with its adapters. The registry
  * knows each type's name, options and payload schema at once (the sync, enqueue and the routes
  * read only these); a type's adapters (Depot, DigitalOcean, Stripe, R2, the key ring and the
- * Talos machine configs it opens) are built when a step of that type first runs in this
+ * Talos machine configs it opens; R2 or Spaces for the build logs, as LOG_ARCHIVE says) are built when a step of that type first runs in this
  * invocation. So /healthz, and any request or tick that runs no platform step, builds none.
  */
 
@@ -104,14 +103,14 @@ async function platformJobTypes(bindings: PlatformBindings, p: PlatformConfig, s
     lazyJobType(build, () => buildJobType({
       buildService: buildService(p),
       logRelay: new DurableObjectLogRelay(bindings.BUILD_LOG_RELAY),
-      logArchive: new R2LogArchive(bindings.BUILD_LOGS),
+      logArchive: logArchiveOf(bindings, p.logStore),
       pollIntervalMs,
       scrub,
     }), onBuild),
     ...(await provisioningJobTypes(p, onBuild)),
     billingCronJob(),
     lazyJobType(invoice, () => invoiceAccountJob({ billing: billing(p) }), onBuild),
-    lazyJobType(cleanup, () => cleanupJob({ inventory: inventory(p), logs: new R2AccountLogObjects(sql, bindings.BUILD_LOGS) }), onBuild),
+    lazyJobType(cleanup, () => cleanupJob({ inventory: inventory(p), logs: accountLogObjectsOf(sql, bindings, p.logStore) }), onBuild),
   ];
 }
 

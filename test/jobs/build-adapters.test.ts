@@ -1,10 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DepotBuildService, depotError } from '../../functions/platform/build/adapters/depot.ts';
-import { archiveKey } from '../../functions/platform/build/adapters/r2-log-archive.ts';
-import { LogSequenceGapError } from '../../functions/platform/build/ports/log-archive.ts';
 import { PermanentError } from '../../queue/errors.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
-import { depotCalls, memoryLogArchive, sandboxControl, scriptBuild } from '../support/build-fakes.ts';
+import { depotCalls, sandboxControl, scriptBuild } from '../support/build-fakes.ts';
 import { createTestSandbox } from '../support/sandbox.ts';
 
 let sandbox: SandboxHandle;
@@ -70,35 +68,5 @@ describe('Depot adapter', () => {
     expect(depotError('r', 409, { code: 'aborted' })).not.toBeInstanceOf(PermanentError);
     expect(depotError('r', 408, null)).not.toBeInstanceOf(PermanentError);
     expect(depotError('r', 502, '<html>')).not.toBeInstanceOf(PermanentError);
-  });
-});
-
-describe('R2 log archive', () => {
-  const line = (seq: number) => ({ seq, text: `line ${seq}` });
-
-  it('keeps one object per build, appends idempotently by sequence number, and refuses gaps', async () => {
-    const { archive, bucket } = memoryLogArchive();
-    expect(await archive.read('job-1')).toBeNull();
-    await archive.append('job-1', [line(1), line(2)]);
-    await archive.append('job-1', [line(1), line(2), line(3)]);
-    expect(await archive.append('job-1', [line(2), line(3)])).toEqual({ text: 'line 1\nline 2\nline 3\n', lastSeq: 3 });
-    await expect(archive.append('job-1', [line(5)])).rejects.toBeInstanceOf(LogSequenceGapError);
-    expect(await archive.read('job-1')).toEqual({ text: 'line 1\nline 2\nline 3\n', lastSeq: 3 });
-    expect([...bucket.objects.keys()]).toEqual([archiveKey('job-1')]);
-    expect(archiveKey('job-1')).toBe('builds/job-1.log');
-    expect(bucket.puts.filter((p) => p.written)).toHaveLength(2); // the repeat wrote nothing
-    expect(bucket.objects.get('builds/job-1.log')!.customMetadata).toEqual({ lastSeq: '3' });
-  });
-
-  it('a writer that loses a race to a longer archive merges into it instead of overwriting it', async () => {
-    const { archive, bucket } = memoryLogArchive();
-    await archive.append('job-2', [line(1)]);
-    bucket.beforePut = (key) => bucket.write(key, 'line 1\nline 2\nline 3\n', { lastSeq: '3' });
-    expect(await archive.append('job-2', [line(2)])).toEqual({ text: 'line 1\nline 2\nline 3\n', lastSeq: 3 });
-    expect(bucket.puts.map((p) => p.written)).toEqual([true, false]);
-
-    const { archive: fresh, bucket: empty } = memoryLogArchive();
-    empty.beforePut = (key) => empty.write(key, 'line 1\n', { lastSeq: '1' });
-    expect(await fresh.append('job-3', [line(1), line(2)])).toEqual({ text: 'line 1\nline 2\n', lastSeq: 2 });
   });
 });

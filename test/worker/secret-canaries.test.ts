@@ -25,6 +25,8 @@ const CANARIES: Record<SecretName, string> = {
   ENCRYPTION_KEYS: `canarykid:${ringKey}`,
   STRIPE_SECRET_KEY: `sk_test_canary${tail()}`,
   STRIPE_WEBHOOK_SECRET: `whsec_canary${tail()}`,
+  SPACES_ACCESS_KEY_ID: `DOCANARY${tail().toUpperCase()}`,
+  SPACES_SECRET_ACCESS_KEY: `canary-spaces-secret-${tail()}${tail()}`,
 };
 /** What must never show for each secret: its value, and for the key ring each key in it. */
 const NEEDLES: Record<SecretName, string[]> = Object.fromEntries(
@@ -155,9 +157,9 @@ describe('the list of secrets', () => {
     for (const [path, source] of Object.entries(sources)) {
       if (path.endsWith('worker-configuration.d.ts')) continue;
       for (const m of source.matchAll(/\benv(?:\.|\[['"]|, ['"])([A-Z][A-Z0-9_]+)/g)) names.add(m[1]!);
-      for (const m of source.matchAll(/['"]([A-Z][A-Z0-9_]*(?:TOKEN|SECRET|SECRET_KEY|KEYS|WEBHOOK_URL|PASSWORD))['"]/g)) names.add(m[1]!);
+      for (const m of source.matchAll(/['"]([A-Z][A-Z0-9_]*(?:TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|ACCESS_KEY_ID|KEYS|WEBHOOK_URL|PASSWORD))['"]/g)) names.add(m[1]!);
     }
-    const secretLike = [...names].filter((n) => /(TOKEN|SECRET|KEYS|KEYRING|WEBHOOK_URL|PASSWORD|API_KEY|PRIVATE_KEY)/.test(n)).sort();
+    const secretLike = [...names].filter((n) => /(TOKEN|SECRET|KEYS|KEYRING|WEBHOOK_URL|PASSWORD|API_KEY|PRIVATE_KEY|ACCESS_KEY)/.test(n)).sort();
     expect(secretLike).toEqual([...SECRET_NAMES].sort());
   });
 });

@@ -1,6 +1,8 @@
-import type { LogLine } from '../ports/build-service.ts';
-import { archiveText, linesAfter, type ArchivedLog, type LogArchive } from '../ports/log-archive.ts';
+import type { ArchivedLog } from '../ports/log-archive.ts';
+import { ConditionalLogArchive, type LogObjectStore, type StoredLog } from './conditional-log-archive.ts';
 import { currentUsage } from '../../../usage.ts';
+
+export { archiveKey } from './conditional-log-archive.ts';
 
 /**
  * The slice of an R2 bucket binding this archive uses, declared structurally so this file compiles
@@ -16,56 +18,33 @@ export interface LogBucket {
   ): Promise<unknown | null>;
 }
 
-export function archiveKey(buildId: string): string {
-  return `builds/${buildId}.log`;
-}
-
 const LAST_SEQ = 'lastSeq';
-const MAX_RACES = 5;
 
-/**
- * One R2 object per build, rewritten whole on every append with the new lines added and the last
- * archived sequence number in its custom metadata.
- *
- * Why a rewrite: R2 has no append. The alternatives break the contract: one object per chunk is not
- * "one object per build", and a multipart upload is invisible until completed (and its parts must be
- * ≥ 5 MiB), so lines would not be archived as they arrive. A rewrite costs O(size) per poll; a build
- * log is a few MB at most and a poll adds a page of lines, so that stays cheap.
- *
- * Why conditional: the put is `onlyIf` the etag read (or, for the first write, only if no object
- * exists), so an owner whose lease was taken cannot overwrite a longer archive with a shorter one;
- * a lost race re-reads and merges. Appends are idempotent by sequence number, so a re-poll that
- * hands the same lines again changes nothing.
- */
-export class R2LogArchive implements LogArchive {
+/** The archive's object calls over an R2 binding: R2's conditional put (`onlyIf`), which R2 documents and enforces. */
+export class R2LogObjects implements LogObjectStore {
   constructor(private readonly bucket: LogBucket) {}
 
-  async read(buildId: string): Promise<ArchivedLog | null> {
+  async get(key: string): Promise<StoredLog | null> {
     currentUsage()?.countSubrequest('r2');
-    const object = await this.bucket.get(archiveKey(buildId));
+    const object = await this.bucket.get(key);
     if (!object) return null;
-    return { text: await object.text(), lastSeq: Number(object.customMetadata?.[LAST_SEQ] ?? 0) };
+    return { text: await object.text(), lastSeq: Number(object.customMetadata?.[LAST_SEQ] ?? 0), etag: object.etag };
   }
 
-  async append(buildId: string, lines: LogLine[]): Promise<ArchivedLog> {
-    const key = archiveKey(buildId);
-    for (let race = 0; race < MAX_RACES; race++) {
-      currentUsage()?.countSubrequest('r2');
-      const object = await this.bucket.get(key);
-      const current: ArchivedLog = object
-        ? { text: await object.text(), lastSeq: Number(object.customMetadata?.[LAST_SEQ] ?? 0) }
-        : { text: '', lastSeq: 0 };
-      const fresh = linesAfter(buildId, current.lastSeq, lines);
-      if (fresh.length === 0) return current;
-      const next: ArchivedLog = { text: current.text + archiveText(fresh), lastSeq: fresh.at(-1)?.seq ?? current.lastSeq };
-      currentUsage()?.countSubrequest('r2');
-      const written = await this.bucket.put(key, next.text, {
-        customMetadata: { [LAST_SEQ]: String(next.lastSeq) },
-        onlyIf: object ? { etagMatches: object.etag } : { etagDoesNotMatch: '*' },
-        httpMetadata: { contentType: 'text/plain; charset=utf-8' },
-      });
-      if (written !== null) return next;
-    }
-    throw new Error(`log archive of build ${buildId}: lost ${MAX_RACES} write races in a row`);
+  async putIf(key: string, log: ArchivedLog, etag: string | null): Promise<boolean> {
+    currentUsage()?.countSubrequest('r2');
+    const written = await this.bucket.put(key, log.text, {
+      customMetadata: { [LAST_SEQ]: String(log.lastSeq) },
+      onlyIf: etag !== null ? { etagMatches: etag } : { etagDoesNotMatch: '*' },
+      httpMetadata: { contentType: 'text/plain; charset=utf-8' },
+    });
+    return written !== null;
+  }
+}
+
+/** One R2 object per build (see ConditionalLogArchive). */
+export class R2LogArchive extends ConditionalLogArchive {
+  constructor(bucket: LogBucket) {
+    super(new R2LogObjects(bucket));
   }
 }

@@ -1,4 +1,4 @@
-/** An account's log objects (build logs in R2): what the cleanup job's purge deletes. */
+/** An account's log objects (build logs in R2 or Spaces, as LOG_ARCHIVE says): what the cleanup job's purge deletes. */
 export interface AccountLogObjects {
   /** Up to `limit` keys of the account's objects. */
   list(accountId: string, limit: number): Promise<string[]>;
