@@ -92,8 +92,8 @@ describe('every route that takes an account or a service', () => {
       .routes.filter((r) => r.method === 'POST' && (r.path.startsWith('/v1/') || r.path.startsWith('/webhooks/')))
       .map((r) => `${r.method} ${r.path}`)
       .filter((r, i, all) => all.indexOf(r) === i)
-      // the admin job actions (cancel, retry, …) and leader/maintenance act on ids, not accounts
-      .filter((r) => !/^POST \/v1\/(jobs\/:id\/|leader|maintenance)/.test(r));
+      // the admin job actions (cancel, retry, …) and leader/maintenance/tick act on ids or on the whole queue, not accounts
+      .filter((r) => !/^POST \/v1\/(jobs\/:id\/|leader|maintenance|tick$)/.test(r));
     expect(routes.filter((r) => !(r in REFUSALS) && !(r in NOT_ACCOUNT_BOUND))).toEqual([]);
   });
 
