@@ -381,8 +381,24 @@ create table worker.pool_capacity (
   pool text not null,
   enabled boolean default true not null,
   max_running_weight integer not null,
+  max_weight text,
   constraint pool_capacity_max_running_weight_check CHECK ((max_running_weight >= 0)),
+  constraint pool_capacity_max_weight_fkey FOREIGN KEY (max_weight) REFERENCES worker.weight_classes(name),
   constraint pool_capacity_pkey PRIMARY KEY (pool)
+);
+
+create table worker.pool_capacity_windows (
+  pool text not null,
+  name text not null,
+  starts time without time zone not null,
+  ends time without time zone not null,
+  max_running_weight integer not null,
+  constraint pool_capacity_windows_max_running_weight_check CHECK ((max_running_weight >= 0)),
+  constraint pool_capacity_windows_name_check CHECK (((length(name) >= 1) AND (length(name) <= 100))),
+  constraint pool_capacity_windows_not_empty CHECK (((starts <> ends) AND (NOT ((starts = '00:00:00'::time without time zone) AND (ends = '24:00:00'::time without time zone))))),
+  constraint pool_capacity_windows_pkey PRIMARY KEY (pool, name),
+  constraint pool_capacity_windows_pool_fkey FOREIGN KEY (pool) REFERENCES worker.pool_capacity(pool) ON DELETE CASCADE,
+  constraint pool_capacity_windows_starts_check CHECK ((starts < '24:00:00'::time without time zone))
 );
 
 create table worker.schedule_runs (
@@ -438,7 +454,10 @@ create table worker.weight_classes (
   name text not null,
   rank integer not null,
   cost integer not null,
+  escalates_to text,
   constraint weight_classes_cost_check CHECK ((cost >= 1)),
+  constraint weight_classes_escalates_elsewhere CHECK ((escalates_to <> name)),
+  constraint weight_classes_escalates_to_fkey FOREIGN KEY (escalates_to) REFERENCES worker.weight_classes(name),
   constraint weight_classes_pkey PRIMARY KEY (name),
   constraint weight_classes_rank_key UNIQUE (rank)
 );
@@ -778,6 +797,31 @@ begin
   end if;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.check_pool_capacity_window()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_other worker.pool_capacity_windows;
+begin
+  -- One writer of a pool's windows at a time (claims of the pool lock the same row): two
+  -- overlapping windows written at once cannot both pass the check below.
+  perform 1 from worker.pool_capacity pc where pc.pool = new.pool for update;
+  -- Two windows (arcs of the day) share a moment exactly when one starts inside the other.
+  select * into v_other from worker.pool_capacity_windows w
+   where w.pool = new.pool
+     and (tg_op = 'INSERT' or (w.pool, w.name) <> (old.pool, old.name))
+     and (worker.in_time_window(new.starts, w.starts, w.ends) or worker.in_time_window(w.starts, new.starts, new.ends))
+   order by w.starts limit 1;
+  if found then
+    raise exception 'window "%" (% to %) of pool "%" overlaps its window "%" (% to %): a pool''s windows must not overlap',
+      new.name, to_char(new.starts, 'HH24:MI'), to_char(new.ends, 'HH24:MI'), new.pool,
+      v_other.name, to_char(v_other.starts, 'HH24:MI'), to_char(v_other.ends, 'HH24:MI')
+      using errcode = 'SB400', column = 'starts';
+  end if;
+  return new;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.claim_jobs(p_worker text, p_pool text, p_limit integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_types text[] DEFAULT NULL::text[])
  RETURNS SETOF worker.jobs
  LANGUAGE plpgsql
@@ -789,6 +833,7 @@ declare
   v_now       timestamptz := coalesce(p_now, now());
   v_cap       worker.pool_capacity;
   v_budget    int;                 -- remaining pool weight; null = no capacity row for this pool
+  v_max_rank  int;                 -- the rank of the pool's largest class; null = any class
   v_ids       uuid[];              -- this round's candidates, locked, in claim order
   v_keys      text[];              -- their concurrency keys
   v_full      text[] := '{}';      -- keys with no room for this claim: later walks skip them
@@ -818,10 +863,13 @@ begin
     select * into v_cap from worker.pool_capacity pc where pc.pool = p_pool for update;
     if found then
       if not v_cap.enabled then return; end if;
-      select v_cap.max_running_weight - coalesce(sum(w.cost), 0) into v_budget
+      -- The limit in force at this claim's now (a window of the day, else the pool's own): after
+      -- it drops, running jobs go on and claims wait until their weight is under it.
+      select worker.pool_limit_at(p_pool, v_now) - coalesce(sum(w.cost), 0) into v_budget
         from worker.jobs j join worker.weight_classes w on w.name = j.weight
        where j.status = 'running' and j.running_pool = p_pool and j.locked_until >= v_now;
       if v_budget <= 0 then return; end if;
+      select w.rank into v_max_rank from worker.weight_classes w where w.name = v_cap.max_weight;
     end if;
   end if;
 
@@ -847,7 +895,8 @@ begin
                where j.status = 'queued' and j.run_at + interval '0' <= v_now
                  and (j.pool is null or j.pool is not distinct from p_pool)
                  and (p_types is null or j.type = any (p_types))
-                 and (v_budget is null or (select w.cost from worker.weight_classes w where w.name = j.weight) <= v_budget)
+                 and (v_budget is null or (select w.cost <= v_budget and w.rank <= coalesce(v_max_rank, w.rank)
+                                             from worker.weight_classes w where w.name = j.weight))
                  and (j.concurrency_key is null or
                       (select count(*) from worker.jobs r
                         where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit)
@@ -874,7 +923,7 @@ begin
          where j.status = 'queued' and j.run_at + interval '0' <= v_now
            and (j.pool is null or j.pool is not distinct from p_pool)
            and (p_types is null or j.type = any (p_types))
-           and (v_budget is null or w.cost <= v_budget)
+           and (v_budget is null or w.cost <= v_budget) and (v_max_rank is null or w.rank <= v_max_rank)
            and j.id <> all (v_admitted) and j.id <> all (v_lost)
            and (j.concurrency_key is null or (j.concurrency_key <> all (v_full) and
                 (select count(*) from worker.jobs r
@@ -1449,6 +1498,16 @@ begin
   return v_job;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.in_time_window(p_at time without time zone, p_starts time without time zone, p_ends time without time zone)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  -- [starts, ends) within a day; a window whose end is not after its start wraps midnight
+  select case when p_starts < p_ends then p_at >= p_starts and p_at < p_ends
+              else p_at >= p_starts or p_at < p_ends end
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.lock_job_for(p_id uuid, p_verb text, p_from text[])
  RETURNS worker.jobs
  LANGUAGE plpgsql
@@ -1506,6 +1565,32 @@ begin
   end;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.pool_largest_capacity(p_pool text)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- The most weight the pool may ever run at once: its own max_running_weight or its largest
+  -- window's. A job costing more can never be claimed there. Null: no capacity row (no limit).
+  select greatest(pc.max_running_weight,
+                  (select max(w.max_running_weight) from worker.pool_capacity_windows w where w.pool = pc.pool))
+    from worker.pool_capacity pc where pc.pool = p_pool
+$function$;
+
+CREATE OR REPLACE FUNCTION worker.pool_limit_at(p_pool text, p_at timestamp with time zone)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- The pool's max_running_weight at p_at: its window in force then (UTC time of day; windows
+  -- never overlap), else its own. Null: the pool has no capacity row (no limit).
+  select coalesce(
+           (select w.max_running_weight from worker.pool_capacity_windows w
+             where w.pool = pc.pool and worker.in_time_window((p_at at time zone 'UTC')::time, w.starts, w.ends)),
+           pc.max_running_weight)
+    from worker.pool_capacity pc where pc.pool = p_pool
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.prepare_enqueue(p_type text, p_payload jsonb, p_priority integer, p_run_at timestamp with time zone, p_max_attempts integer, p_dedupe_key text, p_submit_key text, p_pool text, p_weight text, p_concurrency_key text, p_concurrency_limit integer, p_delay_ms bigint, p_now timestamp with time zone, OUT job worker.jobs, OUT request jsonb)
  RETURNS record
  LANGUAGE plpgsql
@@ -1515,6 +1600,8 @@ declare
   v_job    worker.jobs;
   v_cost   int;
   v_max    int;
+  v_max_weight text;
+  v_above  boolean;
   v_key    text := p_concurrency_key;
   v_limit  int := p_concurrency_limit;
   v_owners text;
@@ -1559,13 +1646,21 @@ begin
     raise exception 'delayMs must be at most 3155760000000 (100 years), got %', p_delay_ms using errcode = 'SB400', column = 'delayMs';
   end if;
   v_job.weight := coalesce(p_weight, v_type.weight);
-  -- A pinned job runs only in its pool: if one job of its class costs more than the pool may
-  -- ever run at once, no claim can take it and it would wait forever. (An unpinned job can run
-  -- in any pool; a pool without a capacity row has no weight limit.)
+  -- A pinned job runs only in its pool: if its class is above the pool's largest class, or one
+  -- job of it costs more than the pool may ever run at once (in any window), no claim can take
+  -- it and it would wait forever. (An unpinned job can run in any pool; a pool without a
+  -- capacity row has no limit.)
   if p_pool is not null then
-    select pc.max_running_weight, w.cost into v_max, v_cost
-      from worker.pool_capacity pc, worker.weight_classes w
-     where pc.pool = p_pool and w.name = v_job.weight;
+    select worker.pool_largest_capacity(pc.pool), w.cost, pc.max_weight, w.rank > m.rank
+      into v_max, v_cost, v_max_weight, v_above
+      from worker.pool_capacity pc
+      join worker.weight_classes w on w.name = v_job.weight
+      left join worker.weight_classes m on m.name = pc.max_weight
+     where pc.pool = p_pool;
+    if v_above then
+      raise exception 'weight "%" is above pool "%"''s largest class (max_weight %): no claim could take this job',
+        v_job.weight, p_pool, v_max_weight using errcode = 'SB400', column = 'weight';
+    end if;
     if v_cost > v_max then
       raise exception 'weight "%" costs %, more than pool "%" can ever run (max_running_weight %): no claim could take this job',
         v_job.weight, v_cost, p_pool, v_max using errcode = 'SB400', column = 'weight';
@@ -1769,19 +1864,26 @@ declare
   v_now timestamptz := coalesce(p_now, now());
 begin
   with expired as (
+    -- A crash re-queues the job at its class's escalation target (0170: light and playwright
+    -- escalate to heavy, heavy to none). A job pinned to a pool escalates only to a class that
+    -- pool can run: not above its max_weight, not costing more than its largest capacity (its
+    -- own max_running_weight or a window's). An unpinned job escalates regardless: a runner
+    -- without a pool, or of a pool without a capacity row, has no limit.
     select j.id, j.weight, j.pool, j.attempts, j.max_attempts, j.locked_by, j.lease_token,
-           n.name as next_weight, n.cost as next_cost, pc.max_running_weight as pool_max
+           n.name as next_weight, n.cost as next_cost, worker.pool_largest_capacity(pc.pool) as pool_max,
+           pc.max_weight as pool_max_weight, coalesce(n.rank > m.rank, false) as above_max
       from worker.jobs j
-      left join lateral (select w2.name, w2.cost from worker.weight_classes w1 join worker.weight_classes w2 on w2.rank > w1.rank
-                          where w1.name = j.weight order by w2.rank limit 1) n on true
+      join worker.weight_classes c on c.name = j.weight
+      left join worker.weight_classes n on n.name = c.escalates_to
       left join worker.pool_capacity pc on pc.pool = j.pool
+      left join worker.weight_classes m on m.name = pc.max_weight
      where j.status = 'running' and j.locked_until < v_now
      order by j.locked_until
      limit p_limit
        for update of j skip locked
   ), decided as (
-    select x.*, (x.next_weight is not null and x.pool_max is not null and x.next_cost > x.pool_max) as no_room,
-           case when x.next_weight is null or x.next_cost > x.pool_max then 'oom_killed'
+    select x.*, (x.next_weight is not null and (x.above_max or coalesce(x.next_cost > x.pool_max, false))) as no_room,
+           case when x.next_weight is null or x.above_max or x.next_cost > x.pool_max then 'oom_killed'
                 when x.attempts >= x.max_attempts then 'failed'
                 else 'queued' end as outcome
       from expired x
@@ -1794,15 +1896,17 @@ begin
            locked_until = null, running_pool = null,
            finished_at = case when d.outcome = 'queued' then null else v_now end,
            last_error = case
-             when d.no_room then 'lease expired at ' || j.weight || ', the largest class pool ' || j.pool
-                                 || ' can run (' || d.next_weight || ' costs ' || d.next_cost
-                                 || ', max_running_weight ' || d.pool_max || '): oom_killed'
-             when d.outcome = 'oom_killed' then 'lease expired at the top weight class (' || j.weight || '): oom_killed'
+             when d.above_max then 'lease expired at ' || j.weight || ', and pool ' || j.pool || ' cannot run its escalation ('
+                                   || d.next_weight || ' is above its max_weight ' || d.pool_max_weight || '): oom_killed'
+             when d.no_room then 'lease expired at ' || j.weight || ', and pool ' || j.pool || ' cannot run its escalation ('
+                                 || d.next_weight || ' costs ' || d.next_cost || ', max_running_weight ' || d.pool_max || '): oom_killed'
+             when d.outcome = 'oom_killed' then 'lease expired at the top weight class (' || j.weight || ', which escalates to none): oom_killed'
              when d.outcome = 'failed' then 'lease expired on the final attempt (' || j.attempts || '/' || j.max_attempts || ')'
              else 'lease expired (owner ' || coalesce(j.locked_by, '?') || ' crashed or timed out)' end
       from decided d
      where j.id = d.id
-    returning j.id, j.type, j.pool, d.outcome, d.no_room, d.weight as from_weight, d.next_weight, d.next_cost, d.pool_max,
+    returning j.id, j.type, j.pool, d.outcome, d.no_room, d.above_max, d.weight as from_weight, d.next_weight, d.next_cost,
+              d.pool_max, d.pool_max_weight,
               d.locked_by, d.lease_token, j.attempts
   ), ev as (
     insert into worker.job_events (job_id, at, kind, detail)
@@ -1814,17 +1918,21 @@ begin
     union all
     select u.id, v_now, u.outcome, jsonb_build_object('reason', 'lease expired')
              || case when u.no_room then jsonb_build_object('weight', u.from_weight, 'next', u.next_weight,
-                  'nextCost', u.next_cost, 'pool', u.pool, 'maxRunningWeight', u.pool_max) else '{}'::jsonb end
+                  'nextCost', u.next_cost, 'pool', u.pool, 'maxRunningWeight', u.pool_max, 'maxWeight', u.pool_max_weight)
+                else '{}'::jsonb end
       from upd u where u.outcome <> 'queued'
   ), al as (
     select worker.raise_poison_alert(
              case u.outcome when 'oom_killed' then 'lease_oom' else 'poison_job' end, u.id,
              'job ' || u.id || ' (' || u.type || ') ended ' || u.outcome || ' after its lease expired'
-               || case when u.no_room then ': the next weight class (' || u.next_weight || ', cost ' || u.next_cost
-                    || ') does not fit pool ' || u.pool || ' (max_running_weight ' || u.pool_max || ')' else '' end,
+               || case when u.above_max then ' at ' || u.from_weight || ': its escalation, ' || u.next_weight
+                         || ', is above pool ' || u.pool || '''s max_weight ' || u.pool_max_weight
+                       when u.no_room then ' at ' || u.from_weight || ': its escalation, ' || u.next_weight || ' (cost '
+                         || u.next_cost || '), does not fit pool ' || u.pool || ' (max_running_weight ' || u.pool_max || ')'
+                       else '' end,
              jsonb_build_object('type', u.type, 'attempts', u.attempts)
                || case when u.no_room then jsonb_build_object('weight', u.from_weight, 'next', u.next_weight,
-                    'pool', u.pool, 'maxRunningWeight', u.pool_max) else '{}'::jsonb end,
+                    'pool', u.pool, 'maxRunningWeight', u.pool_max, 'maxWeight', u.pool_max_weight) else '{}'::jsonb end,
              v_now)
       from upd u where u.outcome <> 'queued'
   )
@@ -2091,3 +2199,5 @@ CREATE TRIGGER jobs_truncate_submit_keys AFTER TRUNCATE ON worker.jobs FOR EACH 
 CREATE TRIGGER jobs_write_row_held_events AFTER UPDATE ON worker.jobs FOR EACH ROW WHEN ((((old.status = 'running'::text) AND (new.status <> 'running'::text) AND (new.status <> 'done'::text)) OR ((old.status = 'done'::text) AND (new.status <> 'done'::text)) OR ((old.enqueued_event_id IS NOT NULL) AND (old.run_at IS DISTINCT FROM new.run_at)))) EXECUTE FUNCTION worker.write_row_held_events();
 
 CREATE TRIGGER leader_lease_acquired AFTER UPDATE ON worker.leader_lease FOR EACH ROW WHEN ((new.generation IS DISTINCT FROM old.generation)) EXECUTE FUNCTION worker.record_leader_acquisition();
+
+CREATE TRIGGER pool_capacity_windows_no_overlap BEFORE INSERT OR UPDATE ON worker.pool_capacity_windows FOR EACH ROW EXECUTE FUNCTION worker.check_pool_capacity_window();

@@ -9,6 +9,7 @@ declare
   v_now       timestamptz := coalesce(p_now, now());
   v_cap       worker.pool_capacity;
   v_budget    int;                 -- remaining pool weight; null = no capacity row for this pool
+  v_max_rank  int;                 -- the rank of the pool's largest class; null = any class
   v_ids       uuid[];              -- this round's candidates, locked, in claim order
   v_keys      text[];              -- their concurrency keys
   v_full      text[] := '{}';      -- keys with no room for this claim: later walks skip them
@@ -38,10 +39,13 @@ begin
     select * into v_cap from worker.pool_capacity pc where pc.pool = p_pool for update;
     if found then
       if not v_cap.enabled then return; end if;
-      select v_cap.max_running_weight - coalesce(sum(w.cost), 0) into v_budget
+      -- The limit in force at this claim's now (a window of the day, else the pool's own): after
+      -- it drops, running jobs go on and claims wait until their weight is under it.
+      select worker.pool_limit_at(p_pool, v_now) - coalesce(sum(w.cost), 0) into v_budget
         from worker.jobs j join worker.weight_classes w on w.name = j.weight
        where j.status = 'running' and j.running_pool = p_pool and j.locked_until >= v_now;
       if v_budget <= 0 then return; end if;
+      select w.rank into v_max_rank from worker.weight_classes w where w.name = v_cap.max_weight;
     end if;
   end if;
 
@@ -67,7 +71,8 @@ begin
                where j.status = 'queued' and j.run_at + interval '0' <= v_now
                  and (j.pool is null or j.pool is not distinct from p_pool)
                  and (p_types is null or j.type = any (p_types))
-                 and (v_budget is null or (select w.cost from worker.weight_classes w where w.name = j.weight) <= v_budget)
+                 and (v_budget is null or (select w.cost <= v_budget and w.rank <= coalesce(v_max_rank, w.rank)
+                                             from worker.weight_classes w where w.name = j.weight))
                  and (j.concurrency_key is null or
                       (select count(*) from worker.jobs r
                         where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit)
@@ -94,7 +99,7 @@ begin
          where j.status = 'queued' and j.run_at + interval '0' <= v_now
            and (j.pool is null or j.pool is not distinct from p_pool)
            and (p_types is null or j.type = any (p_types))
-           and (v_budget is null or w.cost <= v_budget)
+           and (v_budget is null or w.cost <= v_budget) and (v_max_rank is null or w.rank <= v_max_rank)
            and j.id <> all (v_admitted) and j.id <> all (v_lost)
            and (j.concurrency_key is null or (j.concurrency_key <> all (v_full) and
                 (select count(*) from worker.jobs r

@@ -7,6 +7,8 @@ declare
   v_job    worker.jobs;
   v_cost   int;
   v_max    int;
+  v_max_weight text;
+  v_above  boolean;
   v_key    text := p_concurrency_key;
   v_limit  int := p_concurrency_limit;
   v_owners text;
@@ -51,13 +53,21 @@ begin
     raise exception 'delayMs must be at most 3155760000000 (100 years), got %', p_delay_ms using errcode = 'SB400', column = 'delayMs';
   end if;
   v_job.weight := coalesce(p_weight, v_type.weight);
-  -- A pinned job runs only in its pool: if one job of its class costs more than the pool may
-  -- ever run at once, no claim can take it and it would wait forever. (An unpinned job can run
-  -- in any pool; a pool without a capacity row has no weight limit.)
+  -- A pinned job runs only in its pool: if its class is above the pool's largest class, or one
+  -- job of it costs more than the pool may ever run at once (in any window), no claim can take
+  -- it and it would wait forever. (An unpinned job can run in any pool; a pool without a
+  -- capacity row has no limit.)
   if p_pool is not null then
-    select pc.max_running_weight, w.cost into v_max, v_cost
-      from worker.pool_capacity pc, worker.weight_classes w
-     where pc.pool = p_pool and w.name = v_job.weight;
+    select worker.pool_largest_capacity(pc.pool), w.cost, pc.max_weight, w.rank > m.rank
+      into v_max, v_cost, v_max_weight, v_above
+      from worker.pool_capacity pc
+      join worker.weight_classes w on w.name = v_job.weight
+      left join worker.weight_classes m on m.name = pc.max_weight
+     where pc.pool = p_pool;
+    if v_above then
+      raise exception 'weight "%" is above pool "%"''s largest class (max_weight %): no claim could take this job',
+        v_job.weight, p_pool, v_max_weight using errcode = 'SB400', column = 'weight';
+    end if;
     if v_cost > v_max then
       raise exception 'weight "%" costs %, more than pool "%" can ever run (max_running_weight %): no claim could take this job',
         v_job.weight, v_cost, p_pool, v_max using errcode = 'SB400', column = 'weight';

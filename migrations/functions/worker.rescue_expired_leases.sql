@@ -8,19 +8,26 @@ declare
   v_now timestamptz := coalesce(p_now, now());
 begin
   with expired as (
+    -- A crash re-queues the job at its class's escalation target (0170: light and playwright
+    -- escalate to heavy, heavy to none). A job pinned to a pool escalates only to a class that
+    -- pool can run: not above its max_weight, not costing more than its largest capacity (its
+    -- own max_running_weight or a window's). An unpinned job escalates regardless: a runner
+    -- without a pool, or of a pool without a capacity row, has no limit.
     select j.id, j.weight, j.pool, j.attempts, j.max_attempts, j.locked_by, j.lease_token,
-           n.name as next_weight, n.cost as next_cost, pc.max_running_weight as pool_max
+           n.name as next_weight, n.cost as next_cost, worker.pool_largest_capacity(pc.pool) as pool_max,
+           pc.max_weight as pool_max_weight, coalesce(n.rank > m.rank, false) as above_max
       from worker.jobs j
-      left join lateral (select w2.name, w2.cost from worker.weight_classes w1 join worker.weight_classes w2 on w2.rank > w1.rank
-                          where w1.name = j.weight order by w2.rank limit 1) n on true
+      join worker.weight_classes c on c.name = j.weight
+      left join worker.weight_classes n on n.name = c.escalates_to
       left join worker.pool_capacity pc on pc.pool = j.pool
+      left join worker.weight_classes m on m.name = pc.max_weight
      where j.status = 'running' and j.locked_until < v_now
      order by j.locked_until
      limit p_limit
        for update of j skip locked
   ), decided as (
-    select x.*, (x.next_weight is not null and x.pool_max is not null and x.next_cost > x.pool_max) as no_room,
-           case when x.next_weight is null or x.next_cost > x.pool_max then 'oom_killed'
+    select x.*, (x.next_weight is not null and (x.above_max or coalesce(x.next_cost > x.pool_max, false))) as no_room,
+           case when x.next_weight is null or x.above_max or x.next_cost > x.pool_max then 'oom_killed'
                 when x.attempts >= x.max_attempts then 'failed'
                 else 'queued' end as outcome
       from expired x
@@ -33,15 +40,17 @@ begin
            locked_until = null, running_pool = null,
            finished_at = case when d.outcome = 'queued' then null else v_now end,
            last_error = case
-             when d.no_room then 'lease expired at ' || j.weight || ', the largest class pool ' || j.pool
-                                 || ' can run (' || d.next_weight || ' costs ' || d.next_cost
-                                 || ', max_running_weight ' || d.pool_max || '): oom_killed'
-             when d.outcome = 'oom_killed' then 'lease expired at the top weight class (' || j.weight || '): oom_killed'
+             when d.above_max then 'lease expired at ' || j.weight || ', and pool ' || j.pool || ' cannot run its escalation ('
+                                   || d.next_weight || ' is above its max_weight ' || d.pool_max_weight || '): oom_killed'
+             when d.no_room then 'lease expired at ' || j.weight || ', and pool ' || j.pool || ' cannot run its escalation ('
+                                 || d.next_weight || ' costs ' || d.next_cost || ', max_running_weight ' || d.pool_max || '): oom_killed'
+             when d.outcome = 'oom_killed' then 'lease expired at the top weight class (' || j.weight || ', which escalates to none): oom_killed'
              when d.outcome = 'failed' then 'lease expired on the final attempt (' || j.attempts || '/' || j.max_attempts || ')'
              else 'lease expired (owner ' || coalesce(j.locked_by, '?') || ' crashed or timed out)' end
       from decided d
      where j.id = d.id
-    returning j.id, j.type, j.pool, d.outcome, d.no_room, d.weight as from_weight, d.next_weight, d.next_cost, d.pool_max,
+    returning j.id, j.type, j.pool, d.outcome, d.no_room, d.above_max, d.weight as from_weight, d.next_weight, d.next_cost,
+              d.pool_max, d.pool_max_weight,
               d.locked_by, d.lease_token, j.attempts
   ), ev as (
     insert into worker.job_events (job_id, at, kind, detail)
@@ -53,17 +62,21 @@ begin
     union all
     select u.id, v_now, u.outcome, jsonb_build_object('reason', 'lease expired')
              || case when u.no_room then jsonb_build_object('weight', u.from_weight, 'next', u.next_weight,
-                  'nextCost', u.next_cost, 'pool', u.pool, 'maxRunningWeight', u.pool_max) else '{}'::jsonb end
+                  'nextCost', u.next_cost, 'pool', u.pool, 'maxRunningWeight', u.pool_max, 'maxWeight', u.pool_max_weight)
+                else '{}'::jsonb end
       from upd u where u.outcome <> 'queued'
   ), al as (
     select worker.raise_poison_alert(
              case u.outcome when 'oom_killed' then 'lease_oom' else 'poison_job' end, u.id,
              'job ' || u.id || ' (' || u.type || ') ended ' || u.outcome || ' after its lease expired'
-               || case when u.no_room then ': the next weight class (' || u.next_weight || ', cost ' || u.next_cost
-                    || ') does not fit pool ' || u.pool || ' (max_running_weight ' || u.pool_max || ')' else '' end,
+               || case when u.above_max then ' at ' || u.from_weight || ': its escalation, ' || u.next_weight
+                         || ', is above pool ' || u.pool || '''s max_weight ' || u.pool_max_weight
+                       when u.no_room then ' at ' || u.from_weight || ': its escalation, ' || u.next_weight || ' (cost '
+                         || u.next_cost || '), does not fit pool ' || u.pool || ' (max_running_weight ' || u.pool_max || ')'
+                       else '' end,
              jsonb_build_object('type', u.type, 'attempts', u.attempts)
                || case when u.no_room then jsonb_build_object('weight', u.from_weight, 'next', u.next_weight,
-                    'pool', u.pool, 'maxRunningWeight', u.pool_max) else '{}'::jsonb end,
+                    'pool', u.pool, 'maxRunningWeight', u.pool_max, 'maxWeight', u.pool_max_weight) else '{}'::jsonb end,
              v_now)
       from upd u where u.outcome <> 'queued'
   )

@@ -9,9 +9,10 @@ export interface RescueCounts {
 }
 
 /**
- * Expired leases: requeue one weight class up, or end oom_killed / failed (with alerts). A job
- * pinned to a pool climbs only to the largest class that pool can run; a crash there ends it
- * oom_killed, like a crash at the top class (migrations/0082).
+ * Expired leases: requeue at the class's escalation target (light and playwright to heavy), or
+ * end oom_killed (no target) / failed (final attempt), with alerts. A job pinned to a pool never
+ * escalates to a class its pool cannot run (above its max_weight, or costing more than any of
+ * its capacity): that crash ends it oom_killed, like a crash at heavy (migrations/0082, 0170).
  */
 export async function rescueExpiredLeases(sql: Queryable, options: { limit?: number; now?: Date } = {}): Promise<RescueCounts> {
   return driver.rescueExpiredLeases(sql, options.limit ?? 1000, options.now);

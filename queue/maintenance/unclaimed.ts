@@ -22,8 +22,8 @@ export interface UnclaimedAlertCounts {
 
 /**
  * Open one unclaimed_jobs alert per (type, pool) whose jobs have been due longer than the
- * threshold without a claim (no runner for the type or pool, a disabled or too small pool, too
- * few runners), and resolve the ones whose jobs were claimed, ended or rescheduled. Jobs that
+ * threshold without a claim (no runner for the type or pool, a disabled or too small pool, a pool
+ * whose max_weight is below the jobs' class, too few runners), and resolve the ones whose jobs were claimed, ended or rescheduled. Jobs that
  * wait by design (their concurrency key at its limit, or behind the active job of their dedupe
  * key) do not count. One bounded pass (worker.alert_unclaimed_jobs, migrations/0083).
  */

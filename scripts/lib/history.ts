@@ -46,6 +46,13 @@ export interface HistoryReport {
   ownerOfToken: Map<string, string>;
 }
 
+/**
+ * Where a crash re-queues a job of each weight class (worker.weight_classes.escalates_to, seeded by
+ * migrations/0170): the manual's "re-queues as weight=heavy; terminal if heavy also OOM". A class
+ * that is not here escalates nowhere.
+ */
+export const ESCALATES_TO: Readonly<Record<string, string>> = { light: 'heavy', playwright: 'heavy' };
+
 /** An engine event in the replay's shape. */
 export function historyEvent(e: JobEvent): HistoryEvent {
   return { id: e.id, job_id: e.jobId, at: e.at, kind: e.kind, detail: e.detail };
@@ -138,7 +145,7 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
           if (e.detail.reason === 'lease expired') {
             if (prev?.kind !== 'lease_expired') fail('failed by the rescue without a lease_expired before it');
             if (attempts < job.max_attempts) fail(`failed by the rescue at attempt ${attempts} < ${job.max_attempts}`);
-            if (weightAtExpiry !== 'light') fail(`failed by the rescue at ${weightAtExpiry}: the top class ends oom_killed`);
+            if (!ESCALATES_TO[weightAtExpiry]) fail(`failed by the rescue at ${weightAtExpiry}: a class that escalates nowhere ends oom_killed`);
             tally.failedByRescue++;
           } else if (e.detail.manual) {
             if (owner) close(e);
@@ -165,13 +172,16 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
         case 'escalated':
           if (prev?.kind !== 'lease_expired') fail('escalated without a lease_expired before it');
           if (e.detail.from !== weight) fail(`escalated from ${e.detail.from} while ${weight}`);
+          if (e.detail.to !== ESCALATES_TO[weight]) fail(`escalated from ${weight} to ${e.detail.to}, not to ${ESCALATES_TO[weight] ?? 'nowhere'}`);
           weight = e.detail.to;
           tally.escalated++;
           break;
         case 'oom_killed':
           if (prev?.kind !== 'lease_expired') fail('oom_killed without a lease_expired before it');
-          // at the top class, or at the largest class the job's pool can run (the event names the next one)
-          if (weightAtExpiry !== 'heavy' && e.detail.weight !== weightAtExpiry) fail(`oom_killed after a crash at ${weightAtExpiry}`);
+          // at a class that escalates nowhere, or where the job's pool cannot run its escalation (the event names it)
+          if (ESCALATES_TO[weightAtExpiry] && (e.detail.weight !== weightAtExpiry || e.detail.next !== ESCALATES_TO[weightAtExpiry])) {
+            fail(`oom_killed after a crash at ${weightAtExpiry}, which escalates to ${ESCALATES_TO[weightAtExpiry]}`);
+          }
           tally.oomKilled++;
           status = 'oom_killed';
           break;

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, completeJob } from '../../queue/index.ts';
+import { claimJobs, completeJob, enqueue, enqueueBatch } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { fencedBlocks } from './doc-blocks.ts';
 
@@ -33,5 +33,31 @@ describe('the SQL in docs/engine.md', () => {
     const history = answers.at(-1)!;
     expect(history.map((e) => e.kind)).toEqual(['enqueued', 'claimed', 'done']);
     expect(history.every((e) => e.job_id === job!.id)).toBe(true);
+  });
+});
+
+describe('the SQL in docs/deploying.md: the operations manual\'s hosts as pool capacities', () => {
+  const blocks = fencedBlocks('docs/deploying.md').filter((b) => b.lang === 'sql');
+
+  it('runs as shown, and the pools are what the doc says of them', async () => {
+    expect(blocks.map((b) => statements(b.text).length)).toEqual([3]);
+    const [configure, window, enable] = statements(blocks[0]!.text);
+    await db.sql.unsafe(configure!);
+    await db.sql.unsafe(window!);
+    const limitAt = async (pool: string, iso: string) => (await db.sql`select worker.pool_limit_at(${pool}, ${iso}::timestamptz) as v`)[0]!.v;
+    // 3 playwright workers (6 GB each) day and night
+    for (const iso of ['2031-01-01T07:59:59Z', '2031-01-01T08:00:00Z', '2031-01-01T19:59:59Z', '2031-01-01T20:00:00Z']) expect(await limitAt('bms-4', iso)).toBe(18);
+    const claim = (pool: string, types: string[]) => claimJobs(db.sql, { workerId: `docs-${pool}`, pool, limit: 10, types });
+    // bms-4 runs no heavy job: pinned, it is refused; unpinned, bms-4 leaves it queued
+    await expect(enqueue(db.sql, { type: 'countdown', payload: { n: 1 }, pool: 'bms-4', weight: 'heavy' })).rejects.toMatchObject({ field: 'weight' });
+    await enqueue(db.sql, { type: 'countdown', payload: { n: 1 }, weight: 'heavy' });
+    await enqueueBatch(db.sql, Array.from({ length: 4 }, () => ({ type: 'countdown', payload: { n: 1 }, pool: 'bms-4', weight: 'playwright' })));
+    const taken = await claim('bms-4', ['countdown']);
+    expect(taken.map((j) => j.weight)).toEqual(['playwright', 'playwright', 'playwright']);
+    // vps-i1 is off until enabled, and runs light jobs only
+    await enqueue(db.sql, { type: 'countdown', payload: { n: 1 }, pool: 'vps-i1' });
+    expect(await claim('vps-i1', ['countdown'])).toHaveLength(0);
+    await db.sql.unsafe(enable!);
+    expect((await claim('vps-i1', ['countdown'])).map((j) => [j.pool, j.weight])).toEqual([['vps-i1', 'light']]);
   });
 });

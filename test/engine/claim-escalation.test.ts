@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase();
-  await db.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('tiny', true, 1), ('roomy', true, 3)`;
+  await db.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('tiny', true, 7), ('roomy', true, 11)`;
 });
 
 const T0 = new Date('2031-05-01T08:00:00Z');
@@ -24,7 +24,7 @@ async function unclaimable() {
 }
 
 describe('escalation within what the pool can run', () => {
-  it('a light job in a pool of capacity 1 is not escalated to heavy: it ends oom_killed with a lease_oom alert naming the pool', async () => {
+  it('a light job in a pool of capacity 7 (GB) is not escalated to heavy (8): it ends oom_killed with a lease_oom alert naming the pool', async () => {
     const { job } = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'tiny' }, pool: 'tiny', maxAttempts: 5 }, { now: T0 });
     const [claimed] = await claimJobs(db.sql, { workerId: 'crashes', pool: 'tiny', limit: 1, now: at(0) });
     expect(claimed!.id).toBe(job.id);
@@ -33,12 +33,12 @@ describe('escalation within what the pool can run', () => {
     expect(await unclaimable()).toHaveLength(0);
     const after = (await getJob(db.sql, job.id))!;
     expect(after.job).toMatchObject({ status: 'oom_killed', weight: 'light', crashes: 1 });
-    expect(after.job.lastError).toMatch(/largest class pool tiny can run \(heavy costs 2, max_running_weight 1\)/);
+    expect(after.job.lastError).toMatch(/pool tiny cannot run its escalation \(heavy costs 8, max_running_weight 7\)/);
     expect(after.events.map((e) => e.kind)).toEqual(['enqueued', 'claimed', 'lease_expired', 'oom_killed']);
-    expect(after.events.at(-1)!.detail).toMatchObject({ weight: 'light', next: 'heavy', pool: 'tiny', maxRunningWeight: 1 });
+    expect(after.events.at(-1)!.detail).toMatchObject({ weight: 'light', next: 'heavy', nextCost: 8, pool: 'tiny', maxRunningWeight: 7, maxWeight: null });
     const [alert] = await db.sql`select * from worker.alerts where job_id = ${job.id}`;
     expect(alert!.kind).toBe('lease_oom');
-    expect(alert!.message).toMatch(/next weight class \(heavy, cost 2\) does not fit pool tiny \(max_running_weight 1\)/);
+    expect(alert!.message).toMatch(/after its lease expired at light: its escalation, heavy \(cost 8\), does not fit pool tiny \(max_running_weight 7\)/);
   });
 
   it('the rescue inside a claim does the same: the pool never holds a job it cannot claim', async () => {
@@ -58,7 +58,7 @@ describe('escalation within what the pool can run', () => {
     const [again] = await claimJobs(db.sql, { workerId: 'crashes-again', pool: 'roomy', limit: 1, now: at(LEASE + 2) });
     expect(again).toMatchObject({ id: job.id, weight: 'heavy' });
     expect(await rescueExpiredLeases(db.sql, { now: at(2 * LEASE + 3) })).toEqual({ requeued: 0, failed: 0, oomKilled: 1 });
-    expect((await getJob(db.sql, job.id))!.job.lastError).toMatch(/top weight class \(heavy\)/);
+    expect((await getJob(db.sql, job.id))!.job.lastError).toMatch(/top weight class \(heavy, which escalates to none\)/);
   });
 
   it('an unpinned job escalates even after crashing in a small pool: other runners can take the next class', async () => {

@@ -16,7 +16,7 @@ const refusedFromSql = (act: () => Promise<unknown>, column: string, message: Re
 
 describe('a job pinned to a pool that can never run its weight class', () => {
   beforeAll(async () => {
-    await db.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('tiny', true, 1), ('roomy', true, 2)`;
+    await db.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('tiny', true, 7), ('roomy', true, 8)`;
     await db.sql`insert into worker.job_types (type, weight) values ('big_by_default', 'heavy')`;
   });
 
@@ -24,19 +24,19 @@ describe('a job pinned to a pool that can never run its weight class', () => {
     await refusedFromSql(
       () => db.sql`select * from worker.enqueue_job(type => 'uppercase', payload => '{"text":"x"}', pool => 'tiny', weight => 'heavy')`,
       'weight',
-      /weight "heavy" costs 2, more than pool "tiny" can ever run \(max_running_weight 1\)/,
+      /weight "heavy" costs 8, more than pool "tiny" can ever run \(max_running_weight 7\)/,
     );
     // the type's default class counts the same
     await refusedFromSql(() => db.sql`select * from worker.enqueue_job(type => 'big_by_default', pool => 'tiny')`, 'weight', /weight "heavy"/);
     await refusedFromSql(
       () => db.sql`select * from worker.enqueue_jobs(${db.sql.json([{ type: 'uppercase', payload: { text: 'ok' } }, { type: 'uppercase', payload: { text: 'x' }, pool: 'tiny', weight: 'heavy' }])})`,
       'jobs[1].weight',
-      /^jobs\[1\]: weight "heavy" costs 2/,
+      /^jobs\[1\]: weight "heavy" costs 8/,
     );
     await refusedFromSql(
       () => db.sql`select * from worker.enqueue_jobs(${db.sql.json([{ type: 'uppercase', payload: { text: 'x' }, pool: 'tiny', weight: 'heavy', submitKey: 'tiny-1' }])})`,
       'jobs[0].weight',
-      /weight "heavy" costs 2/,
+      /weight "heavy" costs 8/,
     );
   });
 

@@ -33,8 +33,8 @@ describe('routing and limits', () => {
 
   it('holds a pool capacity (weighted by class) exactly under 20 concurrent claimers', async () => {
     await clearQueue();
-    await db.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('cap', true, 7)`;
-    // 40 light (cost 1) and 10 heavy (cost 2) jobs
+    await db.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('cap', true, 30)`;
+    // 40 light (cost 3, their GB) and 10 heavy (cost 8) jobs, heavy first: 3 heavy and 2 light fill 30 exactly
     await enqueueBatch(db.sql, [
       ...Array.from({ length: 40 }, (_, i) => ({ type: 'uppercase', payload: { text: `l${i}` }, pool: 'cap' })),
       ...Array.from({ length: 10 }, (_, i) => ({ type: 'uppercase', payload: { text: `h${i}` }, pool: 'cap', weight: 'heavy', priority: 10 })),
@@ -43,8 +43,9 @@ describe('routing and limits', () => {
     const [row] = await db.sql`
       select coalesce(sum(w.cost), 0)::int as weight from worker.jobs j join worker.weight_classes w on w.name = j.weight
        where j.status = 'running' and j.running_pool = 'cap'`;
-    expect(row!.weight).toBe(7);
-    expect(claimed.reduce((n, j) => n + (j.weight === 'heavy' ? 2 : 1), 0)).toBe(7);
+    expect(row!.weight).toBe(30);
+    expect(claimed.reduce((n, j) => n + (j.weight === 'heavy' ? 8 : 3), 0)).toBe(30);
+    expect(claimed.filter((j) => j.weight === 'heavy')).toHaveLength(3);
 
     // freeing capacity admits more; a disabled pool claims nothing
     await completeJob(db.sql, claimed[0]!, null);

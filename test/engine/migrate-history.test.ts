@@ -17,8 +17,11 @@ import { checkHistory } from '../../scripts/lib/history.ts';
  * and the rolled-up step statistics read the same.
  */
 const FIXTURE = new URL('../fixtures/functions-before-0160/', import.meta.url).pathname;
-/** The functions 0160 added: the release before it had none of them. */
+/** Functions as the releases after it changed them last: the 0160 release had these. */
+const LATER_FIXTURES = [new URL('../fixtures/functions-before-0170/', import.meta.url).pathname];
+/** The functions 0160 and later added: the release before it had none of them. */
 const ADDED_BY_0160 = ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql'];
+const ADDED_LATER = ['worker.check_pool_capacity_window.sql', 'worker.in_time_window.sql', 'worker.pool_largest_capacity.sql', 'worker.pool_limit_at.sql'];
 
 const admin = postgres(inject('adminDatabaseUrl'), { max: 1, onnotice: () => {} });
 const names: string[] = [];
@@ -37,9 +40,9 @@ function previousRelease(): string {
   dirs.push(dir);
   mkdirSync(join(dir, 'functions'));
   for (const f of readdirSync(MIGRATIONS_DIR).filter((f) => MIGRATION_FILE.test(f) && f < '0160')) symlinkSync(join(MIGRATIONS_DIR, f), join(dir, f));
-  for (const f of readdirSync(join(MIGRATIONS_DIR, 'functions')).filter((f) => FUNCTION_FILE.test(f) && !ADDED_BY_0160.includes(f))) {
-    const before = join(FIXTURE, f);
-    symlinkSync(existsSync(before) ? before : join(MIGRATIONS_DIR, 'functions', f), join(dir, 'functions', f));
+  for (const f of readdirSync(join(MIGRATIONS_DIR, 'functions')).filter((f) => FUNCTION_FILE.test(f) && !ADDED_BY_0160.includes(f) && !ADDED_LATER.includes(f))) {
+    const before = [FIXTURE, ...LATER_FIXTURES].map((d) => join(d, f)).find((p) => existsSync(p));
+    symlinkSync(before ?? join(MIGRATIONS_DIR, 'functions', f), join(dir, 'functions', f));
   }
   return dir;
 }

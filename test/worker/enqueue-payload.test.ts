@@ -9,7 +9,7 @@ import { createWorkerHarness, type WorkerHarness } from './support.ts';
 let h: WorkerHarness;
 beforeAll(async () => {
   h = await createWorkerHarness({ KICK_BUDGET_MS: '0' } as never);
-  await h.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('tiny', true, 1)`;
+  await h.sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values ('tiny', true, 7)`;
 });
 
 async function counts() {

@@ -89,7 +89,7 @@ export class HistoryGenerator {
       priority: rng.pick([50, 50, 50, 10]),
       maxAttempts: rng.pick([2, 3]),
       pool: rng.pick(config.pools) ?? undefined,
-      weight: rng.pick(['light', 'light', 'light', 'heavy']),
+      weight: rng.pick(['light', 'light', 'light', 'playwright', 'heavy']),
       delayMs: rng.pick([0, 0, 0, 20_000, 300_000]),
     };
     if (rng.chance(0.35)) input.submitKey = rng.pick(config.submitKeys);

@@ -52,7 +52,9 @@ export interface ModelRunReport {
 }
 
 const T0 = Date.UTC(2030, 0, 1);
-const POOLS = [{ name: 'a', maxRunningWeight: 3 }, { name: 'b', maxRunningWeight: 2 }];
+// in GB, what the classes cost (light 3, playwright 6, heavy 8): a runs a heavy and a light job, or three
+// light; b one heavy, or a playwright, or two light
+const POOLS = [{ name: 'a', maxRunningWeight: 11 }, { name: 'b', maxRunningWeight: 8 }];
 const KEY_LIMITS = { k0: 1, k1: 1, k2: 1, k3: 1, k4: 1, k5: 2, k6: 2 };
 const DAY_MS = 86_400_000;
 
