@@ -17,8 +17,11 @@ import { checkHistory } from '../../scripts/lib/history.ts';
  * and the rolled-up step statistics read the same.
  */
 const FIXTURE = new URL('../fixtures/functions-before-0160/', import.meta.url).pathname;
-/** The functions 0160 added: the release before it had none of them. */
-const ADDED_BY_0160 = ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql'];
+/**
+ * The functions 0160 and later added: the release before it had none of them. (The fixture holds
+ * the earlier text of the functions changed since, 0180's enqueue and claim among them.)
+ */
+const ADDED_BY_0160 = ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql', 'worker.prepare_deadline.sql'];
 
 const admin = postgres(inject('adminDatabaseUrl'), { max: 1, onnotice: () => {} });
 const names: string[] = [];
