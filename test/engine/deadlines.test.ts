@@ -170,6 +170,32 @@ describe('the deadline_missed alert', () => {
     expect(new Set(jobs.map((j) => j.job.id)).size).toBe(40);
   });
 
+  it('never opens a second alert for a job whose first was opened and resolved while the pass ran', async () => {
+    await db.sql`truncate worker.jobs, worker.alerts`;
+    const { job } = await enqueue(db.sql, { type: 'dl_lenient', payload: {} }, { now: at(0) });
+    const other = db.client(1);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    // another pass inserts the job's alert and, before it commits, an operator's resolve lands in it
+    const first = db.sql.begin(async (tx) => {
+      await tx`insert into worker.alerts (kind, key, job_id, severity, message) values ('deadline_missed', ${job.id}, ${job.id}, 'warning', 'first')`;
+      await held;
+      await tx`update worker.alerts set resolved_at = ${at(HOUR)} where key = ${job.id}`;
+    });
+    const pass = alertMissedDeadlines(other, { now: at(HOUR) }); // saw no alert; its insert waits on the first one's
+    // until the pass waits on that lock (no sleep: its wait is what this test is about)
+    for (let i = 0; ; i++) {
+      const [w] = await db.sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
+      if (w!.n > 0) break;
+      if (i > 500) throw new Error('the pass never waited on the first alert');
+      await new Promise((r) => setImmediate(r));
+    }
+    release();
+    await first;
+    expect((await pass).opened).toBe(0);
+    expect(await alertsOf(job.id)).toHaveLength(1);
+  });
+
   it('finds the past-deadline jobs through jobs_deadline_idx, not a scan of every job', async () => {
     const plan = await db.sql.begin(async (tx) => {
       await tx`set local enable_seqscan = off`;
