@@ -231,7 +231,9 @@ create table worker.alerts (
   notified_at timestamp with time zone,
   resolved_at timestamp with time zone,
   occurrences integer default 1 not null,
-  constraint alerts_pkey PRIMARY KEY (id)
+  severity text default 'warning'::text not null,
+  constraint alerts_pkey PRIMARY KEY (id),
+  constraint alerts_severity_check CHECK ((severity = ANY (ARRAY['warning'::text, 'critical'::text])))
 );
 
 create table worker.concurrency_keys (
@@ -300,10 +302,15 @@ create table worker.job_types (
   enqueue_via text,
   concurrency_key text,
   concurrency_limit integer,
+  deadline_ms bigint,
+  deadline_severity text,
   constraint job_types_access_check CHECK ((access = ANY (ARRAY['public'::text, 'internal'::text]))),
   constraint job_types_concurrency_key_check CHECK (((concurrency_key ~ '^[^{}]+(\{[A-Za-z_][A-Za-z0-9_]*\}[^{}]*)*$'::text) AND (char_length(concurrency_key) <= 200))),
   constraint job_types_concurrency_limit_check CHECK (((concurrency_limit >= 1) AND (concurrency_limit <= 10000))),
   constraint job_types_concurrency_pair CHECK (((concurrency_key IS NULL) = (concurrency_limit IS NULL))),
+  constraint job_types_deadline_ms_check CHECK (((deadline_ms >= 1) AND (deadline_ms <= '2592000000'::bigint))),
+  constraint job_types_deadline_pair CHECK (((deadline_ms IS NULL) = (deadline_severity IS NULL))),
+  constraint job_types_deadline_severity_check CHECK ((deadline_severity = ANY (ARRAY['warning'::text, 'critical'::text]))),
   constraint job_types_enqueue_via_check CHECK (((char_length(enqueue_via) >= 1) AND (char_length(enqueue_via) <= 200))),
   constraint job_types_lease_ms_check CHECK (((lease_ms >= 1000) AND (lease_ms <= 3600000))),
   constraint job_types_max_attempts_check CHECK ((max_attempts >= 1)),
@@ -347,10 +354,14 @@ create table worker.jobs (
   claimed_event_id bigint,
   done_event_id bigint,
   enqueued_event_id bigint,
+  deadline_at timestamp with time zone,
+  deadline_severity text,
   constraint jobs_check CHECK (((concurrency_key IS NULL) = (concurrency_limit IS NULL))),
   constraint jobs_check1 CHECK (((result IS NULL) OR (status = 'done'::text))),
   constraint jobs_check2 CHECK (((status = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text, 'oom_killed'::text])) = (finished_at IS NOT NULL))),
   constraint jobs_concurrency_limit_check CHECK ((concurrency_limit >= 1)),
+  constraint jobs_deadline_pair CHECK (((deadline_at IS NULL) = (deadline_severity IS NULL))),
+  constraint jobs_deadline_severity_check CHECK ((deadline_severity = ANY (ARRAY['warning'::text, 'critical'::text]))),
   constraint jobs_max_attempts_check CHECK ((max_attempts >= 1)),
   constraint jobs_payload_check CHECK ((jsonb_typeof(payload) = 'object'::text)),
   constraint jobs_pkey PRIMARY KEY (id),
@@ -541,6 +552,8 @@ CREATE INDEX services_account_idx ON platform.services USING btree (account_id);
 
 CREATE INDEX stripe_events_received_idx ON platform.stripe_events USING btree (received_at);
 
+CREATE UNIQUE INDEX alerts_deadline_missed_uq ON worker.alerts USING btree (key) WHERE (kind = 'deadline_missed'::text);
+
 CREATE UNIQUE INDEX alerts_open_uq ON worker.alerts USING btree (kind, key) WHERE (resolved_at IS NULL);
 
 CREATE INDEX job_events_job_idx ON worker.job_events USING btree (job_id, id);
@@ -548,6 +561,8 @@ CREATE INDEX job_events_job_idx ON worker.job_events USING btree (job_id, id);
 CREATE INDEX jobs_claimable_idx ON worker.jobs USING btree (priority, run_at) WHERE (status = 'queued'::text);
 
 CREATE INDEX jobs_concurrency_idx ON worker.jobs USING btree (concurrency_key) WHERE ((status = 'running'::text) AND (concurrency_key IS NOT NULL));
+
+CREATE INDEX jobs_deadline_idx ON worker.jobs USING btree (deadline_at) WHERE ((deadline_at IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])));
 
 CREATE UNIQUE INDEX jobs_dedupe_active_uq ON worker.jobs USING btree (dedupe_key) WHERE ((status = ANY (ARRAY['queued'::text, 'running'::text])) AND (started_at IS NOT NULL) AND (dedupe_key IS NOT NULL));
 
@@ -1203,16 +1218,16 @@ begin
   return n;
 end $function$;
 
-CREATE OR REPLACE FUNCTION worker.enqueue_job(type text, payload jsonb DEFAULT '{}'::jsonb, priority integer DEFAULT 50, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT NULL::integer, dedupe_key text DEFAULT NULL::text, submit_key text DEFAULT NULL::text, pool text DEFAULT NULL::text, weight text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text, concurrency_limit integer DEFAULT NULL::integer, delay_ms bigint DEFAULT NULL::bigint)
+CREATE OR REPLACE FUNCTION worker.enqueue_job(type text, payload jsonb DEFAULT '{}'::jsonb, priority integer DEFAULT 50, run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT NULL::integer, dedupe_key text DEFAULT NULL::text, submit_key text DEFAULT NULL::text, pool text DEFAULT NULL::text, weight text DEFAULT NULL::text, concurrency_key text DEFAULT NULL::text, concurrency_limit integer DEFAULT NULL::integer, delay_ms bigint DEFAULT NULL::bigint, deadline_ms bigint DEFAULT NULL::bigint, deadline_severity text DEFAULT NULL::text)
  RETURNS worker.jobs
  LANGUAGE sql
 AS $function$
   -- called in FROM, so the enqueue runs once (a (f(...)).* select list would call it per column)
   select r.* from jsonb_populate_record(null::worker.jobs,
-           worker.enqueue_job_ex($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)) r
+           worker.enqueue_job_ex($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, null, $13, $14)) r
 $function$;
 
-CREATE OR REPLACE FUNCTION worker.enqueue_job_ex(p_type text, p_payload jsonb DEFAULT '{}'::jsonb, p_priority integer DEFAULT 50, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_attempts integer DEFAULT NULL::integer, p_dedupe_key text DEFAULT NULL::text, p_submit_key text DEFAULT NULL::text, p_pool text DEFAULT NULL::text, p_weight text DEFAULT NULL::text, p_concurrency_key text DEFAULT NULL::text, p_concurrency_limit integer DEFAULT NULL::integer, p_delay_ms bigint DEFAULT NULL::bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+CREATE OR REPLACE FUNCTION worker.enqueue_job_ex(p_type text, p_payload jsonb DEFAULT '{}'::jsonb, p_priority integer DEFAULT 50, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_attempts integer DEFAULT NULL::integer, p_dedupe_key text DEFAULT NULL::text, p_submit_key text DEFAULT NULL::text, p_pool text DEFAULT NULL::text, p_weight text DEFAULT NULL::text, p_concurrency_key text DEFAULT NULL::text, p_concurrency_limit integer DEFAULT NULL::integer, p_delay_ms bigint DEFAULT NULL::bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_deadline_ms bigint DEFAULT NULL::bigint, p_deadline_severity text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -1223,6 +1238,7 @@ begin
   select * into v_p
     from worker.prepare_enqueue(p_type, p_payload, p_priority, p_run_at, p_max_attempts, p_dedupe_key, p_submit_key,
                                 p_pool, p_weight, p_concurrency_key, p_concurrency_limit, p_delay_ms, v_now);
+  select * into v_p from worker.prepare_deadline(v_p.job, v_p.request, p_deadline_ms, p_deadline_severity);
   return worker.enqueue_prepared(v_p.job, v_p.request, v_now);
 end $function$;
 
@@ -1302,18 +1318,20 @@ begin
         select x.o as ordinality, x.id, t.type, coalesce(x.e->'payload', '{}'::jsonb) as payload,
                coalesce((x.e->'priority')::numeric::int, 50) as priority, v_now as run_at,
                coalesce((x.e->'maxAttempts')::numeric::int, t.max_attempts) as max_attempts, null::text as pool, t.weight,
-               null::text as concurrency_key, null::int as concurrency_limit, v_now as created_at
+               null::text as concurrency_key, null::int as concurrency_limit, v_now as created_at,
+               -- the type's deadline, from the row already joined (0180)
+               v_now + make_interval(secs => t.deadline_ms / 1000.0) as deadline_at, t.deadline_severity
           from elements x join worker.job_types t on t.type = x.e->>'type'
         union all
         select r.ordinality, r.id, r.type, r.payload, r.priority, r.run_at, r.max_attempts, r.pool, r.weight,
-               r.concurrency_key, r.concurrency_limit, r.created_at
+               r.concurrency_key, r.concurrency_limit, r.created_at, r.deadline_at, r.deadline_severity
           from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
       ), ins as (
         -- the enqueued event is held on the row (0160): it takes only its id here
         insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
-                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id)
+                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id, deadline_at, deadline_severity)
         select i.id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.pool, i.weight,
-               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq')
+               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq'), i.deadline_at, i.deadline_severity
           from input i order by i.ordinality
         returning *
       )
@@ -1413,9 +1431,10 @@ begin
     end if;
 
     insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, dedupe_key, submit_key,
-                             pool, weight, concurrency_key, concurrency_limit, created_at)
+                             pool, weight, concurrency_key, concurrency_limit, created_at, deadline_at, deadline_severity)
     values (p_job.id, p_job.type, p_job.payload, p_job.priority, p_job.run_at, p_job.max_attempts, p_job.dedupe_key,
-            p_job.submit_key, p_job.pool, p_job.weight, p_job.concurrency_key, p_job.concurrency_limit, p_job.created_at)
+            p_job.submit_key, p_job.pool, p_job.weight, p_job.concurrency_key, p_job.concurrency_limit, p_job.created_at,
+            p_job.deadline_at, p_job.deadline_severity)
     on conflict do nothing
     returning * into v_row;
     if found then
@@ -1591,6 +1610,42 @@ AS $function$
     from worker.pool_capacity pc where pc.pool = p_pool
 $function$;
 
+CREATE OR REPLACE FUNCTION worker.prepare_deadline(p_job worker.jobs, p_request jsonb, p_deadline_ms bigint, p_deadline_severity text, OUT job worker.jobs, OUT request jsonb)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_type_ms       bigint;
+  v_type_severity text;
+begin
+  -- The deadline of a job prepared by worker.prepare_enqueue (0180): the job's own deadlineMs
+  -- and deadlineSeverity, each one falling back to its type's, resolved to an instant from the
+  -- job's enqueue (created_at), so the tick compares a column and never joins the types.
+  job := p_job;
+  request := p_request;
+  if p_deadline_ms is not null and p_deadline_ms not between 1 and 2592000000 then
+    raise exception 'deadlineMs must be an integer from 1 to 2592000000 (30 days), got %', p_deadline_ms
+      using errcode = 'SB400', column = 'deadlineMs';
+  end if;
+  if p_deadline_severity is not null and p_deadline_severity not in ('warning', 'critical') then
+    raise exception 'deadlineSeverity must be ''warning'' or ''critical'', got "%"', left(p_deadline_severity, 100)
+      using errcode = 'SB400', column = 'deadlineSeverity';
+  end if;
+  select t.deadline_ms, t.deadline_severity into v_type_ms, v_type_severity from worker.job_types t where t.type = p_job.type;
+  if coalesce(p_deadline_ms, v_type_ms) is null then
+    if p_deadline_severity is not null then
+      raise exception 'deadlineSeverity needs a deadline: give deadlineMs (job type "%" declares none)', p_job.type
+        using errcode = 'SB400', column = 'deadlineSeverity';
+    end if;
+    return;
+  end if;
+  job.deadline_at := p_job.created_at + make_interval(secs => coalesce(p_deadline_ms, v_type_ms) / 1000.0);
+  job.deadline_severity := coalesce(p_deadline_severity, v_type_severity, 'warning');
+  -- Part of "the same request" for a submit key only when given, so a key stored before 0180
+  -- still matches its retry.
+  request := p_request || jsonb_strip_nulls(jsonb_build_object('deadlineMs', p_deadline_ms, 'deadlineSeverity', p_deadline_severity));
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.prepare_enqueue(p_type text, p_payload jsonb, p_priority integer, p_run_at timestamp with time zone, p_max_attempts integer, p_dedupe_key text, p_submit_key text, p_pool text, p_weight text, p_concurrency_key text, p_concurrency_limit integer, p_delay_ms bigint, p_now timestamp with time zone, OUT job worker.jobs, OUT request jsonb)
  RETURNS record
  LANGUAGE plpgsql
@@ -1738,6 +1793,9 @@ begin
     case when e ? 'concurrencyLimit' then worker.enqueue_int(e, 'concurrencyLimit', -2147483648, 2147483647)::int end,
     case when e ? 'delayMs' then worker.enqueue_int(e, 'delayMs', -9223372036854775808, 9223372036854775807)::bigint end,
     p_now);
+  select * into v_p from worker.prepare_deadline(v_p.job, v_p.request,
+    case when e ? 'deadlineMs' then worker.enqueue_int(e, 'deadlineMs', -9223372036854775808, 9223372036854775807)::bigint end,
+    case when e ? 'deadlineSeverity' then worker.enqueue_text(e, 'deadlineSeverity') end);
   job := v_p.job;
   request := v_p.request;
 end $function$;
@@ -1951,7 +2009,7 @@ CREATE OR REPLACE FUNCTION worker.resolve_alerts_on_operator_action()
 AS $function$
 begin
   update worker.alerts set resolved_at = new.at
-   where job_id = new.job_id and resolved_at is null and kind in ('poison_job', 'lease_oom', 'stuck_job');
+   where job_id = new.job_id and resolved_at is null and kind in ('poison_job', 'lease_oom', 'stuck_job', 'deadline_missed');
   return null;
 end $function$;
 
@@ -2067,7 +2125,8 @@ begin
            j.id, j.type, j.payload, j.status, j.priority, j.run_at, j.attempts, j.max_attempts, j.locked_until,
            j.locked_by, j.lease_token, j.dedupe_key, j.submit_key, j.last_error, j.result, j.step, j.checkpoint,
            j.pool, j.weight, j.running_pool, j.concurrency_key, j.concurrency_limit, j.cancel_requested_at,
-           j.cancel_reason, j.superseded_by, j.crashes, j.created_at, j.started_at, j.claimed_at, j.finished_at)), '[]'::json)
+           j.cancel_reason, j.superseded_by, j.crashes, j.created_at, j.started_at, j.claimed_at, j.finished_at,
+           j.deadline_at, j.deadline_severity)), '[]'::json)
     into v_jobs from worker.claim_jobs(p_worker, p_pool, p_limit, p_now, p_types) j;
   return json_build_object('settled', v_settled, 'jobs', v_jobs);
 end $function$;

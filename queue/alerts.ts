@@ -1,12 +1,14 @@
 import type { Sql } from './db.ts';
 import * as driver from './driver/alerts.ts';
-import type { JsonObject } from './job.ts';
+import type { DeadlineSeverity, JsonObject } from './job.ts';
 
 export interface AlertMessage {
   id: number;
   kind: string;
   key: string;
   jobId: string | null;
+  /** 'critical' (the manual's P1) or 'warning': a deadline_missed alert's is its job's, every other kind's a warning. */
+  severity: DeadlineSeverity;
   message: string;
   detail: JsonObject;
   openedAt: Date;
@@ -21,7 +23,7 @@ export interface Alerts {
 export class LogAlerts implements Alerts {
   constructor(private readonly write: (line: string) => void = (line) => console.error(line)) {}
   async send(alert: AlertMessage): Promise<void> {
-    this.write(JSON.stringify({ level: 'alert', kind: alert.kind, key: alert.key, jobId: alert.jobId, message: alert.message }));
+    this.write(JSON.stringify({ level: 'alert', kind: alert.kind, severity: alert.severity, key: alert.key, jobId: alert.jobId, message: alert.message }));
   }
 }
 

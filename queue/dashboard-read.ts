@@ -1,7 +1,7 @@
 import type { Queryable } from './db.ts';
 import * as alerts from './driver/alerts.ts';
 import * as driver from './driver/dashboard.ts';
-import type { Job, JobStatus } from './job.ts';
+import type { DeadlineSeverity, Job, JobStatus } from './job.ts';
 
 /** What the dashboard reads beyond inspect.ts: each a single short query. */
 
@@ -46,6 +46,7 @@ export interface OpenAlert {
   id: number;
   kind: string;
   key: string;
+  severity: DeadlineSeverity;
   jobId: string | null;
   message: string;
   openedAt: Date;
@@ -57,4 +58,16 @@ export interface OpenAlert {
 /** The open alerts, newest first (at most 100). */
 export async function openAlerts(sql: Queryable): Promise<OpenAlert[]> {
   return alerts.openAlerts(sql, 100);
+}
+
+export interface PastDeadline {
+  /** Jobs past their deadline and not ended, in all. */
+  total: number;
+  /** The `limit` earliest deadlines among them. */
+  jobs: Job[];
+}
+
+/** The jobs past their deadline that have not ended, the longest overdue first. */
+export async function pastDeadlineJobs(sql: Queryable, options: { limit?: number; now?: Date } = {}): Promise<PastDeadline> {
+  return driver.pastDeadlineJobs(sql, options.limit ?? 50, options.now);
 }

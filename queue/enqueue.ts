@@ -1,8 +1,8 @@
 import type { Queryable } from './db.ts';
-import { translatePgError } from './errors.ts';
+import { translatePgError, ValidationError } from './errors.ts';
 import { enqueueRow, enqueueRows } from './driver/enqueue.ts';
 import { typeAccessRows } from './driver/job-types.ts';
-import type { Job, JsonObject } from './job.ts';
+import type { DeadlineSeverity, Job, JsonObject } from './job.ts';
 import type { JobAccess } from './registry.ts';
 
 export interface EnqueueInput {
@@ -21,6 +21,13 @@ export interface EnqueueInput {
   weight?: string;
   concurrencyKey?: string;
   concurrencyLimit?: number;
+  /**
+   * Done within this long of enqueue (1 ms to 30 days), or the leader's tick opens a
+   * deadline_missed alert for the job. Overrides the type's deadlineMs.
+   */
+  deadlineMs?: number;
+  /** The alert's severity (default: the type's, else 'warning'). Needs a deadline, the job's or its type's. */
+  deadlineSeverity?: DeadlineSeverity;
 }
 
 export interface EnqueueResult {
@@ -41,6 +48,7 @@ export interface ClockOption {
  * iff the caller's transaction commits.
  */
 export async function enqueue(sql: Queryable, input: EnqueueInput, options: ClockOption = {}): Promise<EnqueueResult> {
+  checkDeadlineMs(input.deadlineMs, 'deadlineMs');
   try {
     return await enqueueRow(sql, input, options.now);
   } catch (error) {
@@ -51,10 +59,21 @@ export async function enqueue(sql: Queryable, input: EnqueueInput, options: Cloc
 /** Enqueue many jobs in one round trip, all or nothing. */
 export async function enqueueBatch(sql: Queryable, inputs: EnqueueInput[], options: ClockOption = {}): Promise<EnqueueResult[]> {
   if (inputs.length === 0) return [];
+  inputs.forEach((input, i) => checkDeadlineMs(input.deadlineMs, `jobs[${i}].deadlineMs`));
   try {
     return await enqueueRows(sql, inputs, options.now);
   } catch (error) {
     throw translatePgError(error);
+  }
+}
+
+/**
+ * A fractional deadlineMs would reach the single enqueue's bigint argument as a cast error; the
+ * range (and everything else) the SQL enqueue checks, for every caller alike.
+ */
+function checkDeadlineMs(value: number | undefined, field: string): void {
+  if (value !== undefined && !Number.isSafeInteger(value)) {
+    throw new ValidationError(`deadlineMs must be an integer number of milliseconds, got ${String(value)}`, field);
   }
 }
 

@@ -2,6 +2,13 @@ export const JOB_STATUSES = ['queued', 'running', 'done', 'failed', 'cancelled',
 export type JobStatus = (typeof JOB_STATUSES)[number];
 export const TERMINAL_STATUSES: readonly JobStatus[] = ['done', 'failed', 'cancelled', 'oom_killed'];
 
+/**
+ * How loud a missed deadline is: 'critical' is the operations manual's P1 (page someone),
+ * 'warning' a look during working hours. Alerts carry one too (every other kind is a warning).
+ */
+export const DEADLINE_SEVERITIES = ['warning', 'critical'] as const;
+export type DeadlineSeverity = (typeof DEADLINE_SEVERITIES)[number];
+
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
@@ -37,6 +44,9 @@ export interface Job {
   startedAt: Date | null;
   claimedAt: Date | null;
   finishedAt: Date | null;
+  /** When the job should be done by (enqueue + its deadline, the job's own or its type's); null without one. */
+  deadlineAt: Date | null;
+  deadlineSeverity: DeadlineSeverity | null;
 }
 
 export interface JobEvent {

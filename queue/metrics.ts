@@ -1,6 +1,6 @@
 import type { Queryable } from './db.ts';
 import { readLeaderLease } from './leader.ts';
-import type { JobStatus } from './job.ts';
+import type { DeadlineSeverity, JobStatus } from './job.ts';
 import { rollupJobEvents } from './maintenance/upkeep.ts';
 import * as driver from './driver/metrics.ts';
 
@@ -23,6 +23,8 @@ export interface MetricsSnapshot {
   oldestRunningSeconds: number;
   /** Running jobs past the stuck threshold, by type (types with none absent). */
   stuck: { type: string; n: number }[];
+  /** Jobs past their deadline and not ended, by type and severity (pairs with none absent). */
+  pastDeadline: { type: string; severity: DeadlineSeverity; n: number }[];
   /** The step duration histogram's upper bounds, in seconds. */
   stepBounds: number[];
   /** Step counts and total seconds by type, outcome and histogram bucket (an index into stepBounds; one past for +Inf). */

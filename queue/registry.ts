@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Sql } from './db.ts';
 import { upsertJobTypes } from './driver/job-types.ts';
-import type { Job, Json, JsonObject } from './job.ts';
+import { DEADLINE_SEVERITIES, type DeadlineSeverity, type Job, type Json, type JsonObject } from './job.ts';
 import type { SettleEffect } from './settle.ts';
 
 /** What a step sees. */
@@ -50,6 +50,14 @@ export interface JobType<P = unknown> {
   weight?: string;
   retry?: RetryPolicy;
   /**
+   * Every job of the type should be done within this long of its enqueue (1 ms to 30 days);
+   * past it the leader's tick opens a deadline_missed alert for the job. A job's own
+   * deadlineMs (enqueue) overrides it.
+   */
+  deadlineMs?: number;
+  /** How loud the type's missed deadline is (default 'warning'; 'critical' is the manual's P1). */
+  deadlineSeverity?: DeadlineSeverity;
+  /**
    * Who may enqueue this type over the generic routes (`POST /v1/jobs`, `/v1/jobs/batch`).
    * 'public': the enqueue scope. 'internal' (the default: a type that says nothing is not
    * exposed): only the admin scope there; the type is meant to be enqueued by the engine itself
@@ -82,6 +90,9 @@ export interface TypeConcurrency {
   limit: number;
 }
 
+/** The longest deadline worker.job_types and the enqueue accept (0180): 30 days. */
+export const MAX_DEADLINE_MS = 30 * 86_400_000;
+
 /** What worker.job_types accepts as a concurrency key template (0120's check). */
 const CONCURRENCY_TEMPLATE = /^[^{}]+(\{[A-Za-z_][A-Za-z0-9_]*\}[^{}]*)*$/;
 
@@ -97,6 +108,15 @@ function checkDeclaration(t: JobType<any>): void {
   }
   if (t.enqueueVia !== undefined && (t.enqueueVia.length < 1 || t.enqueueVia.length > 200)) {
     throw new Error(`job type ${t.type}: enqueueVia must be 1 to 200 characters`);
+  }
+  if (t.deadlineMs !== undefined && (!Number.isInteger(t.deadlineMs) || t.deadlineMs < 1 || t.deadlineMs > MAX_DEADLINE_MS)) {
+    throw new Error(`job type ${t.type}: deadlineMs must be an integer from 1 to ${MAX_DEADLINE_MS} (30 days), got ${t.deadlineMs}`);
+  }
+  if (t.deadlineSeverity !== undefined) {
+    if (!DEADLINE_SEVERITIES.includes(t.deadlineSeverity)) {
+      throw new Error(`job type ${t.type}: deadlineSeverity must be 'warning' or 'critical', got ${JSON.stringify(t.deadlineSeverity)}`);
+    }
+    if (t.deadlineMs === undefined) throw new Error(`job type ${t.type}: deadlineSeverity needs a deadlineMs`);
   }
   const c = t.concurrency;
   if (c !== undefined) {
@@ -143,8 +163,8 @@ export class JobRegistry {
 
   /**
    * Record the types in worker.job_types (lease, attempts, weight, the payload's JSON Schema, who
-   * may enqueue the type over the generic routes, and its own concurrency key), so enqueue from
-   * SQL accepts them, checks their payloads and gives them their key, the HTTP routes know which
+   * may enqueue the type over the generic routes, its own concurrency key and its deadline), so
+   * enqueue from SQL accepts them, checks their payloads and gives them their key and deadline, the HTTP routes know which
    * are public, and the claim uses their lease. Idempotent.
    */
   async sync(sql: Sql): Promise<void> {
@@ -158,6 +178,8 @@ export class JobRegistry {
       enqueue_via: t.enqueueVia ?? null,
       concurrency_key: t.concurrency?.key ?? null,
       concurrency_limit: t.concurrency?.limit ?? null,
+      deadline_ms: t.deadlineMs ?? null,
+      deadline_severity: t.deadlineMs === undefined ? null : (t.deadlineSeverity ?? 'warning'),
     }));
     if (rows.length === 0) return;
     await upsertJobTypes(sql, rows);

@@ -19,7 +19,12 @@ const escapeMrkdwn = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;
 export function alertText(alert: AlertMessage, options: Pick<WebhookAlertsOptions, 'scrub' | 'jobLinkBase'> = {}): string {
   const scrub = options.scrub ?? ((s: string) => s);
   const title = alertTitle(alert.kind);
-  const lines = [`:rotating_light: *${escapeMrkdwn(title)}* (${escapeMrkdwn(alert.kind)} ${escapeMrkdwn(alert.key)})`, escapeMrkdwn(scrub(alert.message))];
+  // the severity in words and in the icon, so a critical alert (the manual's P1) stands out in the channel
+  const icon = alert.severity === 'critical' ? ':rotating_light:' : ':warning:';
+  const lines = [
+    `${icon} *${escapeMrkdwn(title)}* [${alert.severity}] (${escapeMrkdwn(alert.kind)} ${escapeMrkdwn(alert.key)})`,
+    escapeMrkdwn(scrub(alert.message)),
+  ];
   if (alert.jobId && options.jobLinkBase) lines.push(`<${options.jobLinkBase}${alert.jobId}|open job ${alert.jobId}>`);
   lines.push(`opened ${alert.openedAt.toISOString()}`);
   return lines.join('\n');

@@ -11,7 +11,7 @@ import { SECURITY_HEADERS } from './layout.tsx';
 import { JobPage } from './job-page.tsx';
 import { OverviewPage } from './overview-page.tsx';
 import { ErrorPage, LoginPage } from './pages.tsx';
-import { countsByStatus, depthSince, inProgressJobs, jobTypes, openAlerts, recentJobs, resolveAlert } from './queries.ts';
+import { countsByStatus, depthSince, inProgressJobs, jobTypes, openAlerts, pastDeadlineJobs, recentJobs, resolveAlert } from './queries.ts';
 import {
   clearSessionCookie, createSession, endAllSessions, endSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf,
   sessionStoreOf, setSessionCookie, type DashboardEnv,
@@ -26,6 +26,8 @@ import {
 export const dashboard = new Hono<DashboardEnv>();
 
 const DEPTH_WINDOW_MS = 6 * 3_600_000;
+/** Rows of the overview's past-deadline table (its heading counts them all). */
+const PAST_DEADLINE_SHOWN = 20;
 /** Rows of the overview's in-progress table (its heading counts them all). */
 const IN_PROGRESS_SHOWN = 50;
 
@@ -93,7 +95,7 @@ dashboard.get('/', requireSession(), async (c) => {
     type: type && /^[a-z][a-z0-9_]{0,62}$/.test(type) ? type : undefined,
     inProgress: c.req.query('inProgress') === 'true' ? true : undefined,
   };
-  const [counts, depth, inProgress, recent, types, leaseRow, alerts, [clock]] = await Promise.all([
+  const [counts, depth, inProgress, recent, types, leaseRow, alerts, pastDeadline, [clock]] = await Promise.all([
     countsByStatus(inv.sql),
     depthSince(inv.sql, DEPTH_WINDOW_MS),
     inProgressJobs(inv.sql, { limit: IN_PROGRESS_SHOWN }),
@@ -101,6 +103,7 @@ dashboard.get('/', requireSession(), async (c) => {
     jobTypes(inv.sql),
     readLeaderLease(inv.sql),
     openAlerts(inv.sql),
+    pastDeadlineJobs(inv.sql, { limit: PAST_DEADLINE_SHOWN }),
     inv.sql`select now() as now`,
   ]);
   return c.html(
@@ -117,6 +120,7 @@ dashboard.get('/', requireSession(), async (c) => {
       types={types}
       lease={leaseRow}
       alerts={alerts}
+      pastDeadline={pastDeadline}
       scrub={inv.scrub}
       notice={c.req.query('done') === 'resolved' ? 'Alert resolved.' : undefined}
     />,

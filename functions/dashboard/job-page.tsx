@@ -66,6 +66,14 @@ function progressText(job: Job, now: Date): string {
   return `yes: waiting, step ${job.step} due ${wait <= 0 ? 'now' : `in ${age(wait)}`} (${time(p.nextStepAt)})`;
 }
 
+/** Against the deadline: met, missed (ended after it, or still going past it, by how much), or time left. */
+function deadlineState(job: Job, now: Date): string {
+  const deadline = job.deadlineAt!.getTime();
+  const end = job.finishedAt?.getTime();
+  if (end !== undefined) return end <= deadline ? ' — met' : ` — missed by ${age(end - deadline)}`;
+  return now.getTime() >= deadline ? ` — past it by ${age(now.getTime() - deadline)}` : ` — ${age(deadline - now.getTime())} left`;
+}
+
 const Progress: FC<{ job: Job; now: Date }> = ({ job, now }) => (
   <>
     <dt>in progress</dt><dd id="in-progress" data-in-progress={String(jobProgress(job).inProgress)}>{progressText(job, now)}</dd>
@@ -86,6 +94,7 @@ const JobFields: FC<{ job: Job; now: Date; scrub: (text: string) => string }> = 
       <dt>created</dt><dd>{time(job.createdAt)}</dd>
       <dt>started</dt><dd>{time(job.startedAt)}</dd>
       <dt>finished</dt><dd>{time(job.finishedAt)}</dd>
+      {job.deadlineAt ? <><dt>deadline</dt><dd id="deadline" data-severity={job.deadlineSeverity ?? ''}>{time(job.deadlineAt)} ({job.deadlineSeverity}){deadlineState(job, now)}</dd></> : null}
       {job.status === 'running' && job.claimedAt ? <><dt>running for</dt><dd>{age(now.getTime() - job.claimedAt.getTime())}</dd></> : null}
       <dt>pool / weight</dt><dd>{job.pool ?? 'any'} / {job.weight}</dd>
       <dt>dedupe key</dt><dd class="mono">{job.dedupeKey ?? '–'}</dd>

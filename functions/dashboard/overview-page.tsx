@@ -4,7 +4,7 @@ import { alertTitle } from '../lib/alert-kinds.ts';
 import { age, DepthChart, JobLink, StatusBadge, STATUS_COLOURS, Time } from './components.tsx';
 import { Layout } from './layout.tsx';
 import { Csrf, TopBar, type Lease } from './pages.tsx';
-import type { DepthPoint, OpenAlert, StatusCounts } from './queries.ts';
+import type { DepthPoint, OpenAlert, PastDeadline, StatusCounts } from './queries.ts';
 
 export interface OverviewData {
   now: Date;
@@ -20,6 +20,7 @@ export interface OverviewData {
   types: string[];
   lease: Lease;
   alerts: OpenAlert[];
+  pastDeadline: PastDeadline;
   scrub: (text: string) => string;
   notice?: string;
 }
@@ -76,6 +77,30 @@ const InProgress: FC<{ d: OverviewData }> = ({ d }) => (
   </section>
 );
 
+/** Jobs past their deadline and not ended, the longest overdue first: each with its deadline, how late, and how loud. */
+const PastDeadlineJobs: FC<{ d: OverviewData }> = ({ d }) =>
+  d.pastDeadline.total === 0 ? null : (
+    <section class="panel" id="past-deadline">
+      <h2>Past their deadline ({d.pastDeadline.total})</h2>
+      <table>
+        <thead><tr><th>job</th><th>type</th><th>status</th><th>deadline</th><th>late by</th><th>severity</th></tr></thead>
+        <tbody>
+          {d.pastDeadline.jobs.map((j) => (
+            <tr class={j.deadlineSeverity === 'critical' ? 'row-failed' : `row-${j.status}`} data-past-deadline={j.id}>
+              <td class="mono"><JobLink id={j.id} /></td>
+              <td>{j.type}</td>
+              <td><StatusBadge status={j.status} /></td>
+              <td><Time at={j.deadlineAt} now={d.now} /></td>
+              <td data-late-by="">{j.deadlineAt ? age(d.now.getTime() - j.deadlineAt.getTime()) : '–'}</td>
+              <td data-severity={j.deadlineSeverity ?? ''}>{j.deadlineSeverity}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {d.pastDeadline.jobs.length < d.pastDeadline.total ? <p class="muted">The {d.pastDeadline.jobs.length} longest overdue shown.</p> : null}
+    </section>
+  );
+
 const LeaderAndAlerts: FC<{ d: OverviewData }> = ({ d }) => (
   <section class="panel" id="leader">
     <h2>Leader lease</h2>
@@ -90,11 +115,12 @@ const LeaderAndAlerts: FC<{ d: OverviewData }> = ({ d }) => (
       <p class="muted">No open alerts.</p>
     ) : (
       <table id="alerts">
-        <thead><tr><th>kind</th><th>message</th><th>opened</th><th /></tr></thead>
+        <thead><tr><th>kind</th><th>severity</th><th>message</th><th>opened</th><th /></tr></thead>
         <tbody>
           {d.alerts.map((a) => (
-            <tr data-alert={a.kind}>
+            <tr data-alert={a.kind} class={a.severity === 'critical' ? 'row-failed' : undefined}>
               <td title={alertTitle(a.kind)}>{a.kind}{a.occurrences > 1 ? ` ×${a.occurrences}` : ''}</td>
+              <td data-severity={a.severity}>{a.severity}</td>
               <td>
                 {a.jobId ? <a href={`/dashboard/jobs/${a.jobId}`}>{d.scrub(a.message)}</a> : d.scrub(a.message)}
                 {a.notifiedAt ? null : <span class="muted"> (not yet sent)</span>}
@@ -163,6 +189,8 @@ export const OverviewPage: FC<OverviewData> = (d) => (
       <h2>Queue depth, last {Math.round(d.depthWindowMs / 3_600_000)} h</h2>
       <DepthChart points={d.depth} windowMs={d.depthWindowMs} now={d.now} />
     </section>
+
+    <PastDeadlineJobs d={d} />
 
     <div class="grid2">
       <InProgress d={d} />

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { JOB_STATUSES } from '../../queue/index.ts';
+import { DEADLINE_SEVERITIES, JOB_STATUSES } from '../../queue/index.ts';
 
 /**
  * The answers' shapes, for the OpenAPI document (and the typed client generated from it).
@@ -40,6 +40,8 @@ export const jobSchema = z
     createdAt: time,
     startedAt: time.nullable(),
     finishedAt: time.nullable(),
+    deadlineAt: time.nullable().openapi({ description: 'when the job should be done by (enqueue + its deadline, its own or its type\'s); null without one' }),
+    deadlineSeverity: z.enum(DEADLINE_SEVERITIES).nullable(),
     inProgress: z.boolean().openapi({ description: 'started and not finished: running, or queued between steps (or for a retry of the current step)' }),
     currentStep: z.string().nullable().openapi({ description: 'the step the job is on while in progress; null otherwise' }),
     nextStepAt: time.nullable().openapi({ description: 'when the next step (or the retry) is due while the job waits between steps; null while running, parked, or not in progress' }),

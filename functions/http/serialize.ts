@@ -34,6 +34,8 @@ export function jobJson(job: Job): z.infer<typeof jobSchema> {
     createdAt: job.createdAt.toISOString(),
     startedAt: job.startedAt?.toISOString() ?? null,
     finishedAt: job.finishedAt?.toISOString() ?? null,
+    deadlineAt: job.deadlineAt?.toISOString() ?? null,
+    deadlineSeverity: job.deadlineSeverity,
     inProgress: progress.inProgress,
     currentStep: progress.currentStep,
     nextStepAt: progress.nextStepAt?.toISOString() ?? null,

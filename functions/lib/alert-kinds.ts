@@ -7,6 +7,7 @@ export const ALERT_TITLES = {
   poison_job: 'Poison job',
   lease_oom: 'Job killed at the top weight class',
   stuck_job: 'Stuck job',
+  deadline_missed: 'Job past its deadline',
   unclaimed_jobs: 'Jobs due but unclaimed',
   schedule_missed: 'Schedule missed',
   schedule_invalid: 'Schedule has an invalid cron spec',

@@ -74,18 +74,20 @@ begin
         select x.o as ordinality, x.id, t.type, coalesce(x.e->'payload', '{}'::jsonb) as payload,
                coalesce((x.e->'priority')::numeric::int, 50) as priority, v_now as run_at,
                coalesce((x.e->'maxAttempts')::numeric::int, t.max_attempts) as max_attempts, null::text as pool, t.weight,
-               null::text as concurrency_key, null::int as concurrency_limit, v_now as created_at
+               null::text as concurrency_key, null::int as concurrency_limit, v_now as created_at,
+               -- the type's deadline, from the row already joined (0180)
+               v_now + make_interval(secs => t.deadline_ms / 1000.0) as deadline_at, t.deadline_severity
           from elements x join worker.job_types t on t.type = x.e->>'type'
         union all
         select r.ordinality, r.id, r.type, r.payload, r.priority, r.run_at, r.max_attempts, r.pool, r.weight,
-               r.concurrency_key, r.concurrency_limit, r.created_at
+               r.concurrency_key, r.concurrency_limit, r.created_at, r.deadline_at, r.deadline_severity
           from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
       ), ins as (
         -- the enqueued event is held on the row (0160): it takes only its id here
         insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
-                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id)
+                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id, deadline_at, deadline_severity)
         select i.id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.pool, i.weight,
-               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq')
+               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq'), i.deadline_at, i.deadline_severity
           from input i order by i.ordinality
         returning *
       )

@@ -22,6 +22,9 @@ begin
     case when e ? 'concurrencyLimit' then worker.enqueue_int(e, 'concurrencyLimit', -2147483648, 2147483647)::int end,
     case when e ? 'delayMs' then worker.enqueue_int(e, 'delayMs', -9223372036854775808, 9223372036854775807)::bigint end,
     p_now);
+  select * into v_p from worker.prepare_deadline(v_p.job, v_p.request,
+    case when e ? 'deadlineMs' then worker.enqueue_int(e, 'deadlineMs', -9223372036854775808, 9223372036854775807)::bigint end,
+    case when e ? 'deadlineSeverity' then worker.enqueue_text(e, 'deadlineSeverity') end);
   job := v_p.job;
   request := v_p.request;
 end $function$

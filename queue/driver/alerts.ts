@@ -4,6 +4,9 @@ import type { RaisedAlert } from '../alert-rows.ts';
 import type { OpenAlert } from '../dashboard-read.ts';
 import type { JsonObject } from '../job.ts';
 import { at } from './clock.ts';
+import { deadlineSeverityOrNull } from './rows.ts';
+
+const alertSeverity = (value: unknown) => deadlineSeverityOrNull(value, 'severity') ?? 'warning';
 
 /**
  * worker.alerts: at most one alert of a kind and key is open at a time (the partial unique index
@@ -45,6 +48,7 @@ interface PendingRow {
   id: string | number;
   kind: string;
   key: string;
+  severity: string;
   job_id: string | null;
   message: string;
   detail: JsonObject;
@@ -57,7 +61,7 @@ interface PendingRow {
  */
 export async function lockNextPendingAlert(tx: Queryable, after: number): Promise<AlertMessage | null> {
   const [row] = await tx<PendingRow[]>`
-    select id, kind, key, job_id, message, detail, opened_at from worker.alerts
+    select id, kind, key, severity, job_id, message, detail, opened_at from worker.alerts
      where notified_at is null and resolved_at is null and id > ${after}
      order by id limit 1 for update skip locked`;
   if (!row) return null;
@@ -65,6 +69,7 @@ export async function lockNextPendingAlert(tx: Queryable, after: number): Promis
     id: Number(row.id),
     kind: row.kind,
     key: row.key,
+    severity: alertSeverity(row.severity),
     jobId: row.job_id ?? null,
     message: row.message,
     detail: row.detail,
@@ -80,6 +85,7 @@ interface OpenAlertRow {
   id: string | number;
   kind: string;
   key: string;
+  severity: string;
   job_id: string | null;
   message: string;
   opened_at: Date;
@@ -91,12 +97,13 @@ interface OpenAlertRow {
 /** The open alerts, newest first (at most `limit`). */
 export async function openAlerts(sql: Queryable, limit: number): Promise<OpenAlert[]> {
   const rows = await sql<OpenAlertRow[]>`
-    select id, kind, key, job_id, message, opened_at, last_seen_at, notified_at, occurrences
+    select id, kind, key, severity, job_id, message, opened_at, last_seen_at, notified_at, occurrences
       from worker.alerts where resolved_at is null order by opened_at desc, id desc limit ${limit}`;
   return rows.map((r) => ({
     id: Number(r.id),
     kind: r.kind,
     key: r.key,
+    severity: alertSeverity(r.severity),
     jobId: r.job_id ?? null,
     message: r.message,
     openedAt: r.opened_at,

@@ -45,3 +45,17 @@ export async function newestJobs(sql: Queryable, filter: { status?: JobStatus; t
 export async function registeredJobTypes(sql: Queryable): Promise<string[]> {
   return (await sql<{ type: string }[]>`select type from worker.job_types order by type`).map((r) => r.type);
 }
+
+/** Jobs past their deadline and not ended (a range of jobs_deadline_idx): the count, and the `limit` longest overdue. */
+export async function pastDeadlineJobs(sql: Queryable, limit: number, now: Date | undefined): Promise<{ total: number; jobs: Job[] }> {
+  const [[count], rows] = await Promise.all([
+    sql<{ n: number }[]>`
+      select count(*)::int as n from worker.jobs
+       where deadline_at <= ${at(sql, now)} and deadline_at is not null and status in ('queued', 'running')`,
+    sql`
+      select * from worker.jobs
+       where deadline_at <= ${at(sql, now)} and deadline_at is not null and status in ('queued', 'running')
+       order by deadline_at, id limit ${limit}`,
+  ]);
+  return { total: count?.n ?? 0, jobs: rows.map(parseJobRow) };
+}

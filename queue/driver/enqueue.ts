@@ -16,8 +16,19 @@ export async function enqueueRow(sql: Queryable, input: EnqueueInput, now: Date 
       ${input.runAt ?? null}::timestamptz, ${input.maxAttempts ?? null}::int, ${input.dedupeKey ?? null},
       ${input.submitKey ?? null}, ${input.pool ?? null}, ${input.weight ?? null},
       ${input.concurrencyKey ?? null}, ${input.concurrencyLimit ?? null}::int,
-      ${input.delayMs ?? null}::bigint, ${now ?? null}::timestamptz) as j`;
+      ${input.delayMs ?? null}::bigint, ${now ?? null}::timestamptz
+      ${deadlineArgs(sql, input)}) as j`;
   return parseEnqueued(record(row, 'enqueue_job_ex row').j);
+}
+
+/**
+ * The per-job deadline's arguments, only when the job has one: the statement of a job without
+ * stays the one it was before 0180 (one prepared statement for the common enqueue, and a
+ * database not yet migrated still takes it).
+ */
+function deadlineArgs(sql: Queryable, input: EnqueueInput) {
+  if (input.deadlineMs === undefined && input.deadlineSeverity === undefined) return sql``;
+  return sql`, ${input.deadlineMs ?? null}::bigint, ${input.deadlineSeverity ?? null}::text`;
 }
 
 /** worker.enqueue_jobs: many jobs in one statement, all or nothing. */

@@ -1,6 +1,6 @@
 import type { Queryable } from '../db.ts';
 import type { TypeAccess } from '../enqueue.ts';
-import type { Json } from '../job.ts';
+import type { DeadlineSeverity, Json } from '../job.ts';
 import type { JobAccess } from '../registry.ts';
 import { record, text, textOrNull } from './rows.ts';
 
@@ -17,24 +17,31 @@ export interface JobTypeRow {
   enqueue_via: string | null;
   concurrency_key: string | null;
   concurrency_limit: number | null;
+  deadline_ms: number | null;
+  deadline_severity: DeadlineSeverity | null;
 }
 
 /** Upsert the types, rewriting a row only when it changed (a redeploy of the same registry writes nothing). */
 export async function upsertJobTypes(sql: Queryable, rows: JobTypeRow[]): Promise<void> {
   await sql`
-    insert into worker.job_types (type, lease_ms, max_attempts, weight, payload_schema, access, enqueue_via, concurrency_key, concurrency_limit)
-    select x.type, x.lease_ms, x.max_attempts, x.weight, x.payload_schema, x.access, x.enqueue_via, x.concurrency_key, x.concurrency_limit
+    insert into worker.job_types (type, lease_ms, max_attempts, weight, payload_schema, access, enqueue_via, concurrency_key, concurrency_limit,
+                                  deadline_ms, deadline_severity)
+    select x.type, x.lease_ms, x.max_attempts, x.weight, x.payload_schema, x.access, x.enqueue_via, x.concurrency_key, x.concurrency_limit,
+           x.deadline_ms, x.deadline_severity
       from jsonb_to_recordset(${sql.json(rows.map((r) => ({ ...r })))}::jsonb)
            as x(type text, lease_ms int, max_attempts int, weight text, payload_schema jsonb,
-                access text, enqueue_via text, concurrency_key text, concurrency_limit int)
+                access text, enqueue_via text, concurrency_key text, concurrency_limit int, deadline_ms bigint, deadline_severity text)
     on conflict (type) do update set lease_ms = excluded.lease_ms, max_attempts = excluded.max_attempts,
            weight = excluded.weight, payload_schema = excluded.payload_schema, access = excluded.access,
            enqueue_via = excluded.enqueue_via, concurrency_key = excluded.concurrency_key,
-           concurrency_limit = excluded.concurrency_limit
+           concurrency_limit = excluded.concurrency_limit, deadline_ms = excluded.deadline_ms,
+           deadline_severity = excluded.deadline_severity
     where (worker.job_types.lease_ms, worker.job_types.max_attempts, worker.job_types.weight, worker.job_types.payload_schema,
-           worker.job_types.access, worker.job_types.enqueue_via, worker.job_types.concurrency_key, worker.job_types.concurrency_limit)
+           worker.job_types.access, worker.job_types.enqueue_via, worker.job_types.concurrency_key, worker.job_types.concurrency_limit,
+           worker.job_types.deadline_ms, worker.job_types.deadline_severity)
           is distinct from (excluded.lease_ms, excluded.max_attempts, excluded.weight, excluded.payload_schema,
-           excluded.access, excluded.enqueue_via, excluded.concurrency_key, excluded.concurrency_limit)`;
+           excluded.access, excluded.enqueue_via, excluded.concurrency_key, excluded.concurrency_limit,
+           excluded.deadline_ms, excluded.deadline_severity)`;
 }
 
 function access(value: unknown): JobAccess {

@@ -110,6 +110,46 @@ export async function resolveStuckJobAlerts(sql: Queryable, thresholdMs: number,
   return row?.n ?? 0;
 }
 
+/**
+ * Open a deadline_missed alert for each job past its deadline that has not ended and never had
+ * one (the earliest `limit`); how many opened. A range scan of jobs_deadline_idx. The conflict
+ * clause names no index, so alerts_deadline_missed_uq (one per job, ever) is an arbiter: a
+ * concurrent pass inserting the same job's alert waits for this one and then does nothing.
+ */
+export async function openDeadlineAlerts(sql: Queryable, limit: number, now: Date | undefined): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    with missed as (
+      select j.id, j.type, j.status, j.created_at, j.deadline_at, j.deadline_severity from worker.jobs j
+       where j.deadline_at <= ${at(sql, now)} and j.deadline_at is not null and j.status in ('queued', 'running')
+         and not exists (select 1 from worker.alerts a where a.kind = 'deadline_missed' and a.key = j.id::text)
+       order by j.deadline_at
+       limit ${limit}
+    ), ins as (
+      insert into worker.alerts (kind, key, job_id, severity, message, detail, opened_at, last_seen_at)
+      select 'deadline_missed', id::text, id, deadline_severity,
+             'job ' || id || ' (' || type || ') missed its deadline ' || deadline_at || ' (enqueued ' || created_at || '), still ' || status,
+             jsonb_build_object('type', type, 'deadlineAt', deadline_at, 'enqueuedAt', created_at, 'severity', deadline_severity),
+             ${at(sql, now)}, ${at(sql, now)}
+        from missed
+      on conflict do nothing
+      returning 1
+    )
+    select count(*)::int as n from ins`;
+  return row?.n ?? 0;
+}
+
+/** Resolve the open deadline_missed alerts whose job ended (or was pruned); how many. */
+export async function resolveDeadlineAlerts(sql: Queryable, now: Date | undefined): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    with res as (
+      update worker.alerts a set resolved_at = ${at(sql, now)}
+       where a.kind = 'deadline_missed' and a.resolved_at is null
+         and not exists (select 1 from worker.jobs j where j.id = a.job_id and j.status in ('queued', 'running'))
+      returning a.id)
+    select count(*)::int as n from res`;
+  return row?.n ?? 0;
+}
+
 /** worker.alert_unclaimed_jobs (migrations/functions/worker.alert_unclaimed_jobs.sql). */
 export async function alertUnclaimedJobs(
   sql: Queryable,

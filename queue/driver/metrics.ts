@@ -3,6 +3,7 @@ import type { JobStatus } from '../job.ts';
 import type { MetricsSnapshot } from '../metrics.ts';
 import { at } from './clock.ts';
 import { inProgressCondition } from './jobs.ts';
+import { deadlineSeverityOrNull } from './rows.ts';
 
 /**
  * The metrics read model's queries, run at once so one snapshot reads one state of the fleet.
@@ -27,7 +28,7 @@ interface StepRow {
 
 export async function readMetricReadings(sql: Queryable, options: { stuckJobMs: number; now: Date | undefined }): Promise<MetricReadings> {
   const now = at(sql, options.now);
-  const [types, depth, ages, stuck, bounds, steps, counters, schedules, alerts, tick] = await Promise.all([
+  const [types, depth, ages, stuck, pastDeadline, bounds, steps, counters, schedules, alerts, tick] = await Promise.all([
     sql<{ type: string }[]>`select type from worker.job_types order by type`,
     // One scan gives both: the depth and, of it, the rows in progress (queue/progress.ts).
     sql<{ status: JobStatus; type: string; n: number; in_progress: number }[]>`
@@ -40,6 +41,10 @@ export async function readMetricReadings(sql: Queryable, options: { stuckJobMs: 
     sql<{ type: string; n: number }[]>`select type, count(*)::int as n from worker.jobs
          where status = 'running' and claimed_at < ${now} - make_interval(secs => ${options.stuckJobMs}::bigint / 1000.0)
          group by type`,
+    // a range of jobs_deadline_idx: only jobs with a deadline that have not ended are in it
+    sql<{ type: string; severity: string; n: number }[]>`select type, deadline_severity as severity, count(*)::int as n from worker.jobs
+         where deadline_at <= ${now} and deadline_at is not null and status in ('queued', 'running')
+         group by 1, 2`,
     sql<{ le: number }[]>`select unnest(worker.step_duration_bounds()) as le`,
     sql<StepRow[]>`
       select type, outcome, bucket, steps::float8 as steps, seconds from worker.current_step_stats() order by type, outcome, bucket`,
@@ -60,6 +65,7 @@ export async function readMetricReadings(sql: Queryable, options: { stuckJobMs: 
     oldestQueuedSeconds: Number(ages[0]?.oldest_queued ?? 0),
     oldestRunningSeconds: Number(ages[0]?.oldest_running ?? 0),
     stuck: stuck.map((s) => ({ type: s.type, n: s.n })),
+    pastDeadline: pastDeadline.map((p) => ({ type: p.type, severity: deadlineSeverityOrNull(p.severity, 'deadline_severity') ?? 'warning', n: p.n })),
     stepBounds: bounds.map((b) => Number(b.le)),
     steps: steps.map((s) => ({ type: s.type, outcome: s.outcome, bucket: s.bucket, steps: Number(s.steps), seconds: Number(s.seconds) })),
     counters: counters.map((c) => ({ type: c.type, counter: c.counter, n: Number(c.n) })),

@@ -1,4 +1,4 @@
-import { JOB_STATUSES, PARKED_MS, type Job, type JobEvent, type JobStatus, type Json, type JsonObject } from '../job.ts';
+import { DEADLINE_SEVERITIES, JOB_STATUSES, PARKED_MS, type DeadlineSeverity, type Job, type JobEvent, type JobStatus, type Json, type JsonObject } from '../job.ts';
 
 /**
  * Rows of worker.* parsed once, here, into the engine's types: a row whose shape is not the
@@ -80,12 +80,23 @@ export function jobStatus(value: unknown, column = 'status'): JobStatus {
   return status;
 }
 
-/** worker.jobs' columns, in table order (worker.settle_and_claim writes a claimed job in it). */
+export function deadlineSeverityOrNull(value: unknown, column: string): DeadlineSeverity | null {
+  if (value === null || value === undefined) return null;
+  const severity = DEADLINE_SEVERITIES.find((s) => s === value);
+  if (severity === undefined) throw new RowShapeError('row', column, value);
+  return severity;
+}
+
+/**
+ * worker.jobs' columns, in table order but for the row-held event ids below (which come before
+ * the deadline's, added later): worker.settle_and_claim writes a claimed job in this order.
+ */
 export const JOB_COLUMNS = [
   'id', 'type', 'payload', 'status', 'priority', 'run_at', 'attempts', 'max_attempts', 'locked_until',
   'locked_by', 'lease_token', 'dedupe_key', 'submit_key', 'last_error', 'result', 'step', 'checkpoint',
   'pool', 'weight', 'running_pool', 'concurrency_key', 'concurrency_limit', 'cancel_requested_at',
   'cancel_reason', 'superseded_by', 'crashes', 'created_at', 'started_at', 'claimed_at', 'finished_at',
+  'deadline_at', 'deadline_severity',
 ] as const;
 /**
  * worker.jobs' last columns, not part of a Job: the ids of the enqueued, claimed and done events
@@ -127,6 +138,8 @@ function jobFrom(get: (column: JobColumn) => unknown): Job {
     startedAt: timeOrNull(get('started_at'), 'started_at'),
     claimedAt: timeOrNull(get('claimed_at'), 'claimed_at'),
     finishedAt: timeOrNull(get('finished_at'), 'finished_at'),
+    deadlineAt: timeOrNull(get('deadline_at'), 'deadline_at'),
+    deadlineSeverity: deadlineSeverityOrNull(get('deadline_severity'), 'deadline_severity'),
   };
 }
 

@@ -3,6 +3,7 @@ export * from './service.ts';
 export * from './rescue.ts';
 export * from './prune.ts';
 export * from './stuck.ts';
+export * from './deadlines.ts';
 export * from './unclaimed.ts';
 export * from './upkeep.ts';
 export * from './schedules.ts';

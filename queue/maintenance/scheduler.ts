@@ -3,6 +3,7 @@ import type { Alerts } from '../alerts.ts';
 import type { Sql } from '../db.ts';
 import type { ScheduleCheck, Schedule } from '../schedules.ts';
 import { alertDeliveryService } from './alerts.ts';
+import { deadlineService, type DeadlineCounts } from './deadlines.ts';
 import { pruneService, type PruneCounts } from './prune.ts';
 import { rescueService, type RescueCounts } from './rescue.ts';
 import { backfillService, scheduleCheckService, syncSchedulesService } from './schedules.ts';
@@ -16,7 +17,7 @@ export const MAINTENANCE_FAILED = 'maintenance_failed';
 
 /** The maintenance passes, in the order each run runs them. */
 export const MAINTENANCE_PASSES = [
-  'syncSchedules', 'rescued', 'backfilled', 'schedules', 'stuck', 'unclaimed', 'pruned', 'leaderChurn', 'eventsRolledUp', 'depthSnapshot', 'alertsSent',
+  'syncSchedules', 'rescued', 'backfilled', 'schedules', 'stuck', 'deadlines', 'unclaimed', 'pruned', 'leaderChurn', 'eventsRolledUp', 'depthSnapshot', 'alertsSent',
 ] as const;
 export type MaintenancePass = (typeof MAINTENANCE_PASSES)[number];
 
@@ -28,6 +29,7 @@ export interface MaintenanceCounts {
   backfilled: string[];
   schedules: ScheduleCheck;
   stuck: StuckCounts;
+  deadlines: DeadlineCounts;
   unclaimed: UnclaimedAlertCounts;
   pruned: PruneCounts;
   leaderChurn: LeaderChurnCounts;
@@ -54,6 +56,7 @@ export const MAINTENANCE_SERVICES: MaintenanceServices = {
   backfilled: backfillService,
   schedules: scheduleCheckService,
   stuck: stuckService,
+  deadlines: deadlineService,
   unclaimed: unclaimedService,
   pruned: pruneService,
   leaderChurn: leaderChurnService,

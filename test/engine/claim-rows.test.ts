@@ -8,10 +8,13 @@ beforeAll(async () => {
 });
 
 describe('settle_and_claim rows', () => {
-  it('names every column of worker.jobs, in table order (then the history ids the row holds)', async () => {
-    const columns = await db.sql`
-      select attname from pg_attribute where attrelid = 'worker.jobs'::regclass and attnum > 0 and not attisdropped order by attnum`;
-    expect(columns.map((c) => c.attname)).toEqual([...CLAIMED_COLUMNS, ...ROW_HELD_EVENT_COLUMNS]);
+  it('names every column of worker.jobs in table order, but for the history ids the row holds', async () => {
+    const columns = (await db.sql`
+      select attname from pg_attribute where attrelid = 'worker.jobs'::regclass and attnum > 0 and not attisdropped order by attnum`)
+      .map((c) => c.attname as string);
+    const held: readonly string[] = ROW_HELD_EVENT_COLUMNS;
+    expect(columns.filter((c) => !held.includes(c))).toEqual([...CLAIMED_COLUMNS]);
+    expect(columns.filter((c) => held.includes(c))).toEqual([...ROW_HELD_EVENT_COLUMNS]);
   });
 
   it('hands the runner the same job the table holds, field for field', async () => {
@@ -26,7 +29,10 @@ describe('settle_and_claim rows', () => {
       weight: 'heavy',
       concurrencyKey: 'claim-rows:key',
       concurrencyLimit: 2,
+      deadlineMs: 3_600_000,
+      deadlineSeverity: 'critical',
     });
+    expect(queued.deadlineSeverity).toBe('critical');
     const { jobs } = await settleAndClaim(db.sql, [], { workerId: 'claim-rows-runner', pool: 'claim-rows-pool', limit: 10 });
     expect(jobs.map((j) => j.id)).toEqual([queued.id]);
     const stored = (await getJob(db.sql, queued.id))!.job;

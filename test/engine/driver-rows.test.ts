@@ -8,7 +8,7 @@ const row = {
   lease_token: null, dedupe_key: null, submit_key: null, last_error: null, result: null, step: 'start', checkpoint: {},
   pool: null, weight: 'light', running_pool: null, concurrency_key: null, concurrency_limit: null, cancel_requested_at: null,
   cancel_reason: null, superseded_by: null, crashes: 0, created_at: new Date('2026-12-01T00:00:00Z'), started_at: null,
-  claimed_at: null, finished_at: null,
+  claimed_at: null, finished_at: null, deadline_at: new Date('2026-12-01T04:00:00Z'), deadline_severity: 'critical',
 };
 
 describe('driver row parsers', () => {
@@ -27,7 +27,8 @@ describe('driver row parsers', () => {
   it('fail loudly on a row that is not the schema’s, naming the column', () => {
     expect(() => parseJobRow({ ...row, status: 'paused' })).toThrow(RowShapeError);
     expect(() => parseJobRow({ ...row, attempts: null })).toThrow(/column attempts/);
-    expect(() => parseClaimedJob([row.id])).toThrow(/expected 30/);
+    expect(() => parseJobRow({ ...row, deadline_severity: 'p1' })).toThrow(/column deadline_severity/);
+    expect(() => parseClaimedJob([row.id])).toThrow(/expected 32/);
     expect(() => parseJobEventRow({ id: '12', job_id: row.id, at: row.run_at, kind: 'done', detail: [] })).toThrow(/column detail/);
     expect(parseJobEventRow({ id: '12', job_id: row.id, at: row.run_at, kind: 'done', detail: {} }).id).toBe(12);
   });

@@ -1,13 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import postgres from 'postgres';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { connect, type Sql } from '../../queue/db.ts';
+import { describe, expect, it } from 'vitest';
+import type { Sql } from '../../queue/db.ts';
 import { claimJobs, completeJob, enqueue, getJob, rescueExpiredLeases } from '../../queue/index.ts';
-import { FUNCTION_FILE, migrate, MIGRATION_FILE, MIGRATIONS_DIR } from '../../queue/migrate.ts';
-import { withDatabase } from '../../scripts/lib/database-url.ts';
+import { migrate } from '../../queue/migrate.ts';
+import { emptyDatabase, previousRelease } from '../support/previous-release.ts';
 
 /**
  * 0170 on a database the release before it configured and filled: the weight classes change cost
@@ -15,50 +10,14 @@ import { withDatabase } from '../../scripts/lib/database-url.ts';
  * to GB as the old peak (8 per heavy that fit, 3 for an odd unit), and the jobs running and
  * queued across the migration go on under the new limits.
  */
-const FIXTURE = new URL('../fixtures/functions-before-0170/', import.meta.url).pathname;
-/** The functions 0170 added: the release before it had none of them. */
-const ADDED_BY_0170 = ['worker.check_pool_capacity_window.sql', 'worker.in_time_window.sql', 'worker.pool_largest_capacity.sql', 'worker.pool_limit_at.sql'];
-
-const admin = postgres(inject('adminDatabaseUrl'), { max: 1, onnotice: () => {} });
-const names: string[] = [];
-const dirs: string[] = [];
-const clients: Sql[] = [];
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.end({ timeout: 5 })));
-  for (const name of names) await admin.unsafe(`drop database if exists ${name} with (force)`);
-  await admin.end();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-/** migrations/ as the release before 0170 shipped it. */
-function previousRelease(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'sbt-migrations-0160-'));
-  dirs.push(dir);
-  mkdirSync(join(dir, 'functions'));
-  for (const f of readdirSync(MIGRATIONS_DIR).filter((f) => MIGRATION_FILE.test(f) && f < '0170')) symlinkSync(join(MIGRATIONS_DIR, f), join(dir, f));
-  for (const f of readdirSync(join(MIGRATIONS_DIR, 'functions')).filter((f) => FUNCTION_FILE.test(f) && !ADDED_BY_0170.includes(f))) {
-    const before = join(FIXTURE, f);
-    symlinkSync(existsSync(before) ? before : join(MIGRATIONS_DIR, 'functions', f), join(dir, 'functions', f));
-  }
-  return dir;
-}
-
-async function database(): Promise<Sql> {
-  const name = `sbt_migcap_${randomBytes(4).toString('hex')}`;
-  names.push(name);
-  await admin.unsafe(`create database ${name}`);
-  const sql = connect(withDatabase(inject('adminDatabaseUrl'), name), { max: 2 });
-  clients.push(sql);
-  return sql;
-}
 
 const T0 = new Date('2031-09-01T10:00:00Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);
 
 describe('0170 on a database the release before it filled', () => {
   it('moves the classes and every pool\'s capacity to GB, and the jobs running across it go on within the new limits', async () => {
-    const sql = await database();
-    await migrate(sql, previousRelease());
+    const sql = await emptyDatabase('sbt_migcap');
+    await migrate(sql, previousRelease('0170'));
     await sql`insert into worker.job_types (type, lease_ms, max_attempts) values ('mig_cap', 120000, 5)`;
     await sql`insert into worker.pool_capacity (pool, enabled, max_running_weight) values
                 ('zero', true, 0), ('one', true, 1), ('two', true, 2), ('three', true, 3), ('seven', false, 7), ('ten', true, 10)`;

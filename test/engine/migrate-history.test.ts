@@ -1,13 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import postgres from 'postgres';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { connect, type Sql } from '../../queue/db.ts';
+import { describe, expect, it } from 'vitest';
+import type { Sql } from '../../queue/db.ts';
 import { claimJobs, completeJob, continueJob, enqueue, enqueueBatch, failJob, retryJob, type Job } from '../../queue/index.ts';
-import { FUNCTION_FILE, migrate, MIGRATION_FILE, MIGRATIONS_DIR } from '../../queue/migrate.ts';
-import { withDatabase } from '../../scripts/lib/database-url.ts';
+import { migrate } from '../../queue/migrate.ts';
+import { emptyDatabase, previousRelease } from '../support/previous-release.ts';
 import { checkHistory } from '../../scripts/lib/history.ts';
 
 /**
@@ -16,45 +11,6 @@ import { checkHistory } from '../../scripts/lib/history.ts';
  * test/fixtures/functions-before-0160) migrates without losing or changing one event of any job,
  * and the rolled-up step statistics read the same.
  */
-const FIXTURE = new URL('../fixtures/functions-before-0160/', import.meta.url).pathname;
-/** Functions as the releases after it changed them last: the 0160 release had these. */
-const LATER_FIXTURES = [new URL('../fixtures/functions-before-0170/', import.meta.url).pathname];
-/** The functions 0160 and later added: the release before it had none of them. */
-const ADDED_BY_0160 = ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql'];
-const ADDED_LATER = ['worker.check_pool_capacity_window.sql', 'worker.in_time_window.sql', 'worker.pool_largest_capacity.sql', 'worker.pool_limit_at.sql'];
-
-const admin = postgres(inject('adminDatabaseUrl'), { max: 1, onnotice: () => {} });
-const names: string[] = [];
-const dirs: string[] = [];
-const clients: Sql[] = [];
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.end({ timeout: 5 })));
-  for (const name of names) await admin.unsafe(`drop database if exists ${name} with (force)`);
-  await admin.end();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-/** migrations/ as the release before 0160 shipped it. */
-function previousRelease(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'sbt-migrations-0150-'));
-  dirs.push(dir);
-  mkdirSync(join(dir, 'functions'));
-  for (const f of readdirSync(MIGRATIONS_DIR).filter((f) => MIGRATION_FILE.test(f) && f < '0160')) symlinkSync(join(MIGRATIONS_DIR, f), join(dir, f));
-  for (const f of readdirSync(join(MIGRATIONS_DIR, 'functions')).filter((f) => FUNCTION_FILE.test(f) && !ADDED_BY_0160.includes(f) && !ADDED_LATER.includes(f))) {
-    const before = [FIXTURE, ...LATER_FIXTURES].map((d) => join(d, f)).find((p) => existsSync(p));
-    symlinkSync(before ?? join(MIGRATIONS_DIR, 'functions', f), join(dir, 'functions', f));
-  }
-  return dir;
-}
-
-async function database(): Promise<Sql> {
-  const name = `sbt_mighist_${randomBytes(4).toString('hex')}`;
-  names.push(name);
-  await admin.unsafe(`create database ${name}`);
-  const sql = connect(withDatabase(inject('adminDatabaseUrl'), name), { max: 2 });
-  clients.push(sql);
-  return sql;
-}
 
 const T0 = new Date('2026-09-01T00:00:00Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);
@@ -72,8 +28,8 @@ const counters = (sql: Sql) => sql`select * from worker.current_job_counters() o
 
 describe('0160 on a database the release before it filled', () => {
   it('keeps every event of every job, in order and unchanged, and the step statistics; the engine carries on', async () => {
-    const sql = await database();
-    await migrate(sql, previousRelease());
+    const sql = await emptyDatabase('sbt_mighist');
+    await migrate(sql, previousRelease('0160'));
     expect((await sql`select to_regclass('worker.job_history') as v`)[0]!.v).toBeNull();
     await sql`insert into worker.job_types (type, lease_ms, max_attempts) values ('mig_probe', 30000, 3), ('mig_relength', 30000, 3)`;
     const job = async (ms: number, type = 'mig_probe') => (await enqueue(sql, { type, payload: { ms } }, { now: at(ms) })).job.id;

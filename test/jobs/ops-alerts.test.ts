@@ -75,7 +75,7 @@ describe('WebhookAlerts', () => {
     expect(await deliverPendingAlerts(db.sql, alerts)).toBe(0); // notified: not sent again next minute
     const bodies = posted();
     expect(bodies).toHaveLength(1);
-    expect(bodies[0]!.text).toContain('*Poison job* (poison_job');
+    expect(bodies[0]!.text).toContain('*Poison job* [warning] (poison_job');
     expect(bodies[0]!.text).toContain(`job ${jobId} (fail) failed after 1 attempts: upstream refused token [redacted]`);
     expect(bodies[0]!.text).toContain(`<https://worker.example.com/dashboard/jobs/${jobId}|open job ${jobId}>`);
     expect(JSON.stringify(bodies)).not.toContain('sk_live_canary_9f8e7d');
@@ -101,15 +101,17 @@ describe('WebhookAlerts', () => {
 
   it('reports an unreachable webhook and a wrong hook clearly', async () => {
     const dead = new WebhookAlerts({ url: 'http://127.0.0.1:1/services/x', timeoutMs: 2000 });
-    const alert = { id: 1, kind: 'stuck_job', key: 'k', jobId: null, message: 'm', detail: {}, openedAt: new Date('2026-11-01T00:00:00Z') };
+    const alert = { id: 1, kind: 'stuck_job', key: 'k', severity: 'warning' as const, jobId: null, message: 'm', detail: {}, openedAt: new Date('2026-11-01T00:00:00Z') };
     await expect(dead.send(alert)).rejects.toThrow(/^alert webhook unreachable: /);
     await expect(new WebhookAlerts({ url: `${sandbox.url}/services/T000/B000/wrong` }).send(alert)).rejects.toThrow('alert webhook answered 404: no_service');
     expect(() => new WebhookAlerts({ url: 'hooks.slack.com/services/x' })).toThrow(/http\(s\) URL/);
   });
 
   it('escapes Slack control characters and names each kind', () => {
-    const text = alertText({ id: 2, kind: 'leader_churn', key: 'default', jobId: null, message: 'a <b> & c', detail: {}, openedAt: new Date('2026-11-01T00:00:00Z') });
-    expect(text).toBe(':rotating_light: *Leader churn* (leader_churn default)\na &lt;b&gt; &amp; c\nopened 2026-11-01T00:00:00.000Z');
+    const text = alertText({ id: 2, kind: 'leader_churn', key: 'default', severity: 'warning', jobId: null, message: 'a <b> & c', detail: {}, openedAt: new Date('2026-11-01T00:00:00Z') });
+    expect(text).toBe(':warning: *Leader churn* [warning] (leader_churn default)\na &lt;b&gt; &amp; c\nopened 2026-11-01T00:00:00.000Z');
+    const critical = alertText({ id: 3, kind: 'deadline_missed', key: 'j1', severity: 'critical', jobId: 'j1', message: 'late', detail: {}, openedAt: new Date('2026-11-01T00:00:00Z') });
+    expect(critical.split('\n')[0]).toBe(':rotating_light: *Job past its deadline* [critical] (deadline_missed j1)');
   });
 });
 
@@ -126,7 +128,7 @@ describe('the alert kinds', () => {
   });
 
   it('each kind has its own title in a webhook message', () => {
-    const titles = ALERT_KINDS.map((kind) => alertText({ id: 1, kind, key: 'k', jobId: null, message: 'm', detail: {}, openedAt: new Date(0) }).split('\n')[0]);
+    const titles = ALERT_KINDS.map((kind) => alertText({ id: 1, kind, key: 'k', severity: 'warning', jobId: null, message: 'm', detail: {}, openedAt: new Date(0) }).split('\n')[0]);
     expect(new Set(titles).size).toBe(ALERT_KINDS.length);
     for (const [i, kind] of ALERT_KINDS.entries()) expect(titles[i]).not.toContain(`*${kind}*`);
   });

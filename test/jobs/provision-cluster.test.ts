@@ -1,7 +1,7 @@
 import { seedAccount } from '../support/tenancy.ts';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cancelJob, ConflictError, getJob, NotFoundError } from '../../queue/index.ts';
+import { cancelJob, ConflictError, getJob, JobRegistry, NotFoundError } from '../../queue/index.ts';
 import { FetchKubernetesProbe } from '../../functions/platform/provisioning/adapters/kubernetes-probe.ts';
 import {
   AWAITING_BOOTSTRAP,
@@ -105,7 +105,13 @@ async function bootstrapAndResume(clusterId: string): Promise<void> {
 describe('provision_cluster', () => {
   it('provisions by ticks, parks at awaiting_bootstrap with the exact command, and registers the cluster active once resumed', async () => {
     const req = request({ controlPlanes: 3, workers: 2 });
+    await new JobRegistry(typesWith(t.cloud)).sync(t.db.sql);
     const clusterId = await enqueued(req);
+    // the manual's infra SLA: 4 h from the request, at the P1 severity (the type's, once synced as a
+    // deployment syncs its types before it takes a request)
+    const { job: queued } = (await getJob(t.db.sql, clusterId))!;
+    expect(queued.deadlineSeverity).toBe('critical');
+    expect(queued.deadlineAt!.getTime() - queued.createdAt.getTime()).toBe(4 * 3_600_000);
     const parked = await tickUntil(runner(), t.clock, clusterId, isParked);
     expect(parked.step).toBe(AWAITING_BOOTSTRAP);
 

@@ -1,7 +1,7 @@
 import { seedAccount } from '../support/tenancy.ts';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cancelJob, ConflictError, enqueue, getJob, ValidationError } from '../../queue/index.ts';
+import { cancelJob, ConflictError, enqueue, getJob, JobRegistry, ValidationError } from '../../queue/index.ts';
 import {
   databaseSecretContext,
   enqueueProvisionDb,
@@ -64,7 +64,13 @@ async function plaintextUri(databaseId: string, name: string): Promise<string> {
 describe('provision_db', () => {
   it('provisions by ticks: create → wait_online → pool, and writes the sealed connection string into desired state', async () => {
     const req = await request();
+    await new JobRegistry(typesWith(t.cloud)).sync(t.db.sql);
     const jobId = await enqueued(req);
+    // the manual's infra SLA: 4 h from the request, at the P1 severity (the type's, once synced as a
+    // deployment syncs its types before it takes a request)
+    const { job: queued } = (await getJob(t.db.sql, jobId))!;
+    expect(queued.deadlineSeverity).toBe('critical');
+    expect(queued.deadlineAt!.getTime() - queued.createdAt.getTime()).toBe(4 * 3_600_000);
     const job = await tickUntil(runner(), t.clock, jobId, isTerminal);
     expect(job).toMatchObject({ status: 'done', step: 'pool' });
     const databases = await liveDatabasesOf(jobId);

@@ -91,6 +91,13 @@ export interface paths {
                             weight?: string;
                             concurrencyKey?: string;
                             concurrencyLimit?: number;
+                            /** @description done within this long of enqueue, or the leader's tick opens a deadline_missed alert; overrides the type's deadline */
+                            deadlineMs?: number;
+                            /**
+                             * @description the alert's severity ('critical' is the manual's P1); default the type's, else 'warning'; needs a deadline, the job's or its type's
+                             * @enum {string}
+                             */
+                            deadlineSeverity?: "warning" | "critical";
                         }[];
                     };
                 };
@@ -270,6 +277,13 @@ export interface paths {
                         weight?: string;
                         concurrencyKey?: string;
                         concurrencyLimit?: number;
+                        /** @description done within this long of enqueue, or the leader's tick opens a deadline_missed alert; overrides the type's deadline */
+                        deadlineMs?: number;
+                        /**
+                         * @description the alert's severity ('critical' is the manual's P1); default the type's, else 'warning'; needs a deadline, the job's or its type's
+                         * @enum {string}
+                         */
+                        deadlineSeverity?: "warning" | "critical";
                     };
                 };
             };
@@ -2182,6 +2196,13 @@ export interface components {
             startedAt: string | null;
             /** Format: date-time */
             finishedAt: string | null;
+            /**
+             * Format: date-time
+             * @description when the job should be done by (enqueue + its deadline, its own or its type's); null without one
+             */
+            deadlineAt: string | null;
+            /** @enum {string|null} */
+            deadlineSeverity: "warning" | "critical" | null;
             /** @description started and not finished: running, or queued between steps (or for a retry of the current step) */
             inProgress: boolean;
             /** @description the step the job is on while in progress; null otherwise */

@@ -96,6 +96,32 @@ describe('POST /v1/jobs', () => {
   });
 });
 
+describe('deadlineMs over HTTP', () => {
+  it('enqueues with a deadline and its severity, answered as deadlineAt and deadlineSeverity, single and batch', async () => {
+    const one = await post('/v1/jobs', { type: 'uppercase', payload: { text: 'late?' }, delayMs: 3_600_000, deadlineMs: 7_200_000, deadlineSeverity: 'critical' }, 'enqueue');
+    expect(one.status).toBe(201);
+    expect(one.body.job.deadlineSeverity).toBe('critical');
+    expect(Date.parse(one.body.job.deadlineAt) - Date.parse(one.body.job.createdAt)).toBe(7_200_000);
+    const batch = await post('/v1/jobs/batch', { jobs: [{ type: 'uppercase', payload: { text: 'a' }, delayMs: 60_000 }, { type: 'uppercase', payload: { text: 'b' }, delayMs: 60_000, deadlineMs: 1000 }] }, 'enqueue');
+    expect(batch.status).toBe(201);
+    expect(batch.body.jobs.map((j: Json) => [j.deadlineSeverity, j.deadlineAt === null])).toEqual([[null, true], ['warning', false]]);
+    const read = await call(`/v1/jobs/${one.body.job.id}`, { token: 'enqueue' });
+    expect(read.body.job).toMatchObject({ deadlineAt: one.body.job.deadlineAt, deadlineSeverity: 'critical' });
+  });
+
+  it('refuses a bad deadline with a 400 naming the field, writing nothing', async () => {
+    await expectRefused(() => post('/v1/jobs', { type: 'uppercase', deadlineMs: 0 }), 400, 'invalid_input', 'deadlineMs');
+    await expectRefused(() => post('/v1/jobs', { type: 'uppercase', deadlineMs: 2.5 }), 400, 'invalid_input', 'deadlineMs');
+    await expectRefused(() => post('/v1/jobs', { type: 'uppercase', deadlineMs: 31 * 86_400_000 }), 400, 'invalid_input', 'deadlineMs');
+    await expectRefused(() => post('/v1/jobs', { type: 'uppercase', deadlineMs: 1000, deadlineSeverity: 'p1' }), 400, 'invalid_input', 'deadlineSeverity');
+    // a severity with no deadline: the engine's refusal (uppercase declares none)
+    const res = await expectRefused(() => post('/v1/jobs', { type: 'uppercase', payload: { text: 'x' }, deadlineSeverity: 'critical' }), 400, 'invalid_input', 'deadlineSeverity');
+    expect(res.body.error.message).toMatch(/deadlineSeverity needs a deadline/);
+    await expectRefused(() => post('/v1/jobs/batch', { jobs: [{ type: 'uppercase', payload: { text: 'x' } }, { type: 'uppercase', payload: { text: 'x' }, deadlineSeverity: 'critical' }] }), 400, 'invalid_input', 'jobs[1].deadlineSeverity');
+    await expectRefused(() => post('/v1/jobs/batch', { jobs: [{ type: 'uppercase', deadlineMs: -1 }] }), 400, 'invalid_input', 'jobs.0.deadlineMs');
+  });
+});
+
 describe('POST /v1/jobs/batch', () => {
   it('enqueues up to 1000 jobs atomically', async () => {
     const jobs = Array.from({ length: 1000 }, (_, i) => ({ type: 'uppercase', payload: { text: `b${i}` }, delayMs: 3_600_000 }));

@@ -202,6 +202,29 @@ describe('the job page', () => {
   });
 });
 
+describe('deadlines on the dashboard', () => {
+  it('lists the jobs past their deadline with how late and the severity, shows the deadline on the job page and the severity in the alert list', async () => {
+    const [row] = await h.sql`select id from worker.enqueue_job(type => 'uppercase', payload => '{"text":"late"}', run_at => now() + interval '1 day',
+                                                             deadline_ms => 60000, deadline_severity => 'critical')`;
+    const late = row!.id as string;
+    await h.sql`update worker.jobs set created_at = now() - interval '2 hours', deadline_at = now() - interval '2 hours' + interval '1 minute' where id = ${late}`;
+    const onTime = await enqueueQueued('uppercase', { text: 'on time' });
+    await h.trigger(TICK, new Date());
+
+    const res = await page('/');
+    const table = res.text.slice(res.text.indexOf('<section class="panel" id="past-deadline">'));
+    expect(table).toMatch(/^<section class="panel" id="past-deadline"><h2>Past their deadline \(1\)<\/h2>/);
+    expect(table).toMatch(new RegExp(`<tr class="row-failed" data-past-deadline="${late}">.*?<td data-late-by="">119m</td><td data-severity="critical">critical</td>`));
+    expect(res.text).not.toContain(`data-past-deadline="${onTime}"`);
+    expect(res.text).toMatch(/<tr data-alert="deadline_missed" class="row-failed"><td title="Job past its deadline">deadline_missed<\/td><td data-severity="critical">critical<\/td>/);
+    expect(res.text).toContain('<tr data-alert="poison_job"><td title="Poison job">poison_job</td><td data-severity="warning">warning</td>');
+
+    const view = await page(`/dashboard/jobs/${late}`);
+    expect(view.text).toMatch(/<dd id="deadline" data-severity="critical">[^<]+ \(critical\) — past it by 119m<\/dd>/);
+    expect((await page(`/dashboard/jobs/${onTime}`)).text).not.toContain('id="deadline"');
+  });
+});
+
 describe('actions', () => {
   it('refuse a post without a session, from another origin, or without the right CSRF token, changing nothing', async () => {
     const id = await enqueueQueued('uppercase', { text: 'keep me' });

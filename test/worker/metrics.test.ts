@@ -84,6 +84,28 @@ describe('GET /metrics', () => {
     expect(value(families, 'starbase_alerts_total', { kind: 'leader_churn' })).toBe(0);
   });
 
+  it('reports the jobs past their deadline by type and severity, each with its alert from the tick', async () => {
+    const late = async (severity: string) => {
+      const [job] = await h.sql`select id from worker.enqueue_job(type => 'countdown', payload => '{"n": 1}', run_at => now() + interval '1 day',
+                                                               deadline_ms => 60000, deadline_severity => ${severity})`;
+      // enqueued five hours ago: its minute is long past
+      await h.sql`update worker.jobs set created_at = now() - interval '5 hours', deadline_at = now() - interval '5 hours' + interval '1 minute' where id = ${job!.id}`;
+      return job!.id as string;
+    };
+    const critical = await late('critical');
+    await late('warning');
+    await h.sql`select * from worker.enqueue_job(type => 'countdown', payload => '{"n": 1}', run_at => now() + interval '1 day', deadline_ms => 3600000)`;
+    const before = (await scrape()).families;
+    expect(value(before, 'starbase_jobs_past_deadline', { type: 'countdown', severity: 'critical' })).toBe(1);
+    expect(value(before, 'starbase_jobs_past_deadline', { type: 'countdown', severity: 'warning' })).toBe(1);
+    expect(value(before, 'starbase_jobs_past_deadline', { type: 'uppercase', severity: 'critical' })).toBe(0);
+    await h.trigger(TICK, new Date());
+    const { families } = await scrape();
+    expect(value(families, 'starbase_alerts_open', { kind: 'deadline_missed' })).toBe(2);
+    const [alert] = await h.sql`select severity from worker.alerts where kind = 'deadline_missed' and key = ${critical}`;
+    expect(alert!.severity).toBe('critical');
+  });
+
   it('counts each step once, before and after the roll-up of its events', async () => {
     const before = await scrape();
     await h.sql`select worker.rollup_job_events(0)`;
@@ -128,6 +150,8 @@ describe('ops/ references only exported metrics', () => {
     expect(rulesText).toMatch(/alert: StarbaseJobStuck/);
     expect(rulesText).toMatch(/alert: StarbaseCronNotRunning/);
     expect(rulesText).toMatch(/alert: StarbasePoisonJobs/);
+    expect(rulesText).toMatch(/alert: StarbaseJobPastDeadline\n\s+expr: max by \(type, severity\) \(starbase_jobs_past_deadline\) > 0\n\s+labels:\n(\s+#.*\n)?\s+severity: "\{\{ \$labels.severity \}\}"/);
+    expect(dashboardExprs).toContain('sum by (type, severity) (starbase_jobs_past_deadline) > 0');
     expect(dashboardExprs.length).toBeGreaterThanOrEqual(10);
     expect(metricNamesIn('histogram_quantile(0.95, sum by (le, type) (rate(starbase_step_duration_seconds_bucket{type!="x"}[5m]))) > 1e3'))
       .toEqual(['starbase_step_duration_seconds_bucket']);

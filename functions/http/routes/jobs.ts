@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
-  cancelJob, decodeCursor, enqueue, enqueueBatch, failJobPermanently, getJob, JOB_STATUSES, listJobs, NotFoundError,
+  cancelJob, DEADLINE_SEVERITIES, decodeCursor, enqueue, enqueueBatch, MAX_DEADLINE_MS, failJobPermanently, getJob, JOB_STATUSES, listJobs, NotFoundError,
   releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, type EnqueueInput, type JsonObject, type Queryable,
 } from '../../../queue/index.ts';
 import type { WorkerEnv } from '../../config.ts';
@@ -32,6 +32,12 @@ export const enqueueSchema = z
     weight: z.string().min(1).max(32).optional(),
     concurrencyKey: key.optional(),
     concurrencyLimit: z.number().int().min(1).max(10_000).optional(),
+    deadlineMs: z.number().int().min(1).max(MAX_DEADLINE_MS).optional().openapi({
+      description: "done within this long of enqueue, or the leader's tick opens a deadline_missed alert; overrides the type's deadline",
+    }),
+    deadlineSeverity: z.enum(DEADLINE_SEVERITIES).optional().openapi({
+      description: "the alert's severity ('critical' is the manual's P1); default the type's, else 'warning'; needs a deadline, the job's or its type's",
+    }),
   })
   .refine((b) => !(b.runAt && b.delayMs !== undefined), { message: 'give runAt or delayMs, not both', path: ['delayMs'] });
 

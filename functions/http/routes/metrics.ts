@@ -1,5 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { JOB_STATUSES, readMetrics, type Queryable } from '../../../queue/index.ts';
+import { DEADLINE_SEVERITIES, JOB_STATUSES, readMetrics, type Queryable } from '../../../queue/index.ts';
 import { ALERT_KINDS } from '../../lib/alert-kinds.ts';
 import { CONTENT_TYPE, histogramSamples, renderMetrics, type MetricFamily, type Sample } from '../../lib/prometheus.ts';
 import { requireScope } from '../auth.ts';
@@ -57,6 +57,9 @@ export async function collectMetrics(sql: Queryable, options: { stuckJobMs: numb
       samples: [{ value: m.oldestRunningSeconds }] },
     { name: 'starbase_stuck_jobs', help: 'Jobs whose current step has run longer than the stuck threshold.', type: 'gauge',
       samples: typeNames.map((type) => ({ labels: { type }, value: num(m.stuck.find((s) => s.type === type)?.n) })) },
+    { name: 'starbase_jobs_past_deadline', help: 'Jobs past their deadline (enqueue + deadlineMs, the job\'s or its type\'s) and not ended, by type and severity.', type: 'gauge',
+      samples: typeNames.flatMap((type) => DEADLINE_SEVERITIES.map((severity) => ({
+        labels: { type, severity }, value: num(m.pastDeadline.find((p) => p.type === type && p.severity === severity)?.n) }))) },
     { name: 'starbase_stuck_job_threshold_seconds', help: 'The stuck threshold (STUCK_JOB_MS).', type: 'gauge', samples: [{ value: options.stuckJobMs / 1000 }] },
     { name: 'starbase_step_duration_seconds', help: 'Step durations by job type, from claim to settle.', type: 'histogram', samples: histogram },
     { name: 'starbase_steps_total', help: 'Steps by job type and outcome (done, continued, retried, failed, cancelled, released, lost).', type: 'counter',

@@ -10,6 +10,12 @@ import { PROVISION_CONCURRENCY, provisioningConcurrencyKey } from './resources.t
  */
 export const provisioningConcurrency = { key: provisioningConcurrencyKey('{accountId}'), limit: PROVISION_CONCURRENCY };
 
+/**
+ * The operations manual's SLA for infra jobs, "4h with no PR → P1 alert": a database or a cluster
+ * not provisioned within 4 h of its request opens a critical deadline_missed alert.
+ */
+export const INFRA_DEADLINE = { deadlineMs: 4 * 3_600_000, deadlineSeverity: 'critical' } as const;
+
 export interface ProvisioningJobDefinition<P, D> {
   type: string;
   /** The type's own route (provisioning types are internal). */
@@ -33,6 +39,7 @@ export function defineProvisioningJobType<P, D>(definition: ProvisioningJobDefin
     type: definition.type,
     enqueueVia: definition.enqueueVia,
     concurrency: provisioningConcurrency,
+    ...INFRA_DEADLINE,
     payload: definition.payload,
     leaseMs: 300_000,
     maxAttempts: 5,
