@@ -120,10 +120,17 @@ describe('run against the npm start stack, each command does what its row says',
   const opsOf = (row: string[], column: number) => codeSpans(row[column]!).filter((c) => c.startsWith('npm run ops'));
   const httpOf = (row: string[], column: number) => codeSpans(row[column]!).filter((c) => /^(GET|POST) \//.test(c));
 
-  it('the per-type timings are the defaults a type that sets none is registered with (uppercase)', async () => {
+  it("the per-type timings are the registered ones: a type that sets none (uppercase), and the infra jobs' deadline", async () => {
+    await http('POST /v1/tick'); // the Worker registers its types
     const [uppercase] = await sql`select lease_ms, max_attempts from worker.job_types where type = 'uppercase'`;
     expect(ms(timings().get('Job stale threshold')!)).toBe(uppercase!.lease_ms);
     expect(Number(timings().get('Max retries'))).toBe(uppercase!.max_attempts);
+    const infra = await sql`select type, deadline_ms::int, deadline_severity from worker.job_types where type in ('provision_cluster', 'provision_db') order by type`;
+    const sla = ms(timings().get('SLA escalation — infra jobs')!);
+    expect(infra).toEqual([
+      { type: 'provision_cluster', deadline_ms: sla, deadline_severity: 'critical' },
+      { type: 'provision_db', deadline_ms: sla, deadline_severity: 'critical' },
+    ]);
   });
 
   it('the quick checks: SQL, ops and HTTP each show the running and the stuck job', async () => {
