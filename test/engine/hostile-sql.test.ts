@@ -21,6 +21,7 @@ const CLEAN_ERRORS = new Set([
   '22007', // invalid datetime format
   '22008', // datetime field overflow
   '22009', // invalid time zone displacement
+  '22023', // a time whose zone Postgres does not know ("0'0A+": time zone "a+" not recognized)
   '22021', // NUL byte in text
   '22P05', // \u0000 in jsonb
   '54001', // JSON nested too deep to parse
