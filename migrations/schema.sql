@@ -445,6 +445,16 @@ create table worker.schema_migrations (
   constraint schema_migrations_pkey PRIMARY KEY (name)
 );
 
+create table worker.step_minutes (
+  minute timestamp with time zone not null,
+  type text not null,
+  outcome text not null,
+  bucket smallint not null,
+  steps bigint not null,
+  seconds double precision not null,
+  constraint step_minutes_pkey PRIMARY KEY (minute, type, outcome, bucket)
+);
+
 create table worker.step_stats (
   type text not null,
   outcome text not null,
@@ -565,6 +575,8 @@ CREATE INDEX jobs_concurrency_idx ON worker.jobs USING btree (concurrency_key) W
 CREATE INDEX jobs_deadline_idx ON worker.jobs USING btree (deadline_at) WHERE ((deadline_at IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])));
 
 CREATE UNIQUE INDEX jobs_dedupe_active_uq ON worker.jobs USING btree (dedupe_key) WHERE ((status = ANY (ARRAY['queued'::text, 'running'::text])) AND (started_at IS NOT NULL) AND (dedupe_key IS NOT NULL));
+
+CREATE INDEX jobs_dedupe_key_idx ON worker.jobs USING btree (dedupe_key) WHERE (dedupe_key IS NOT NULL);
 
 CREATE UNIQUE INDEX jobs_dedupe_waiting_uq ON worker.jobs USING btree (dedupe_key) WHERE ((status = 'queued'::text) AND (started_at IS NULL) AND (dedupe_key IS NOT NULL));
 
@@ -1178,7 +1190,7 @@ AS $function$
 $function$;
 
 CREATE OR REPLACE FUNCTION worker.done_step_rows(p_after timestamp with time zone, p_upto timestamp with time zone)
- RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision)
+ RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision, ended_at timestamp with time zone)
  LANGUAGE sql
  STABLE
 AS $function$
@@ -1187,7 +1199,8 @@ AS $function$
   -- or one an operator requeued since) are worker.step_rows' to count.
   select j.type, 'done',
          (select count(*) from unnest(worker.step_duration_bounds()) b where b < extract(epoch from j.finished_at - j.claimed_at))::smallint,
-         greatest(extract(epoch from j.finished_at - j.claimed_at)::float8, 0)
+         greatest(extract(epoch from j.finished_at - j.claimed_at)::float8, 0),
+         j.finished_at
     from worker.jobs j
    where j.finished_at > p_after and j.finished_at <= p_upto
      and j.status = 'done' and j.done_event_id is not null
@@ -2049,6 +2062,8 @@ declare
 begin
   select last_event_id, last_finished_at into v_from, v_ffrom from worker.event_rollup where id = 1 for update skip locked;
   if not found then return 0; end if;
+  -- the dashboard's per-minute steps are kept 7 days (0230): a range of their primary key
+  delete from worker.step_minutes where minute < v_now - interval '7 days';
 
   -- Completed steps the job rows hold: those finished before the lag, at most about p_limit rows
   -- (the cut is a finished_at, and rows finished at that same instant come along).
@@ -2062,7 +2077,12 @@ begin
       insert into worker.step_stats (type, outcome, bucket, steps, seconds)
       select r.type, r.outcome, r.bucket, count(*), sum(r.seconds) from r group by 1, 2, 3
       on conflict (type, outcome, bucket)
-      do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds)
+      do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds),
+    per_minute as (
+      insert into worker.step_minutes (minute, type, outcome, bucket, steps, seconds)
+      select date_trunc('minute', r.ended_at), r.type, r.outcome, r.bucket, count(*), sum(r.seconds) from r group by 1, 2, 3, 4
+      on conflict (minute, type, outcome, bucket)
+      do update set steps = worker.step_minutes.steps + excluded.steps, seconds = worker.step_minutes.seconds + excluded.seconds)
     select count(*) into v_rows from r;
     update worker.event_rollup set last_finished_at = v_fupto, rolled_at = v_now where id = 1;
   end if;
@@ -2077,11 +2097,17 @@ begin
   if v_upto <= v_from then return v_rows; end if;
   select count(*) into v_n from worker.job_events e where e.id > v_from and e.id <= v_upto;
 
-  insert into worker.step_stats (type, outcome, bucket, steps, seconds)
-  select s.type, s.outcome, s.bucket, count(*), sum(s.seconds) from worker.step_rows(v_from, v_upto) s
-   group by 1, 2, 3
-  on conflict (type, outcome, bucket)
-  do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds;
+  with s as (select * from worker.step_rows(v_from, v_upto)),
+  totals as (
+    insert into worker.step_stats (type, outcome, bucket, steps, seconds)
+    select s.type, s.outcome, s.bucket, count(*), sum(s.seconds) from s group by 1, 2, 3
+    on conflict (type, outcome, bucket)
+    do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds)
+  -- the same steps by the minute they ended, for the dashboard's charts (0230)
+  insert into worker.step_minutes (minute, type, outcome, bucket, steps, seconds)
+  select date_trunc('minute', s.ended_at), s.type, s.outcome, s.bucket, count(*), sum(s.seconds) from s group by 1, 2, 3, 4
+  on conflict (minute, type, outcome, bucket)
+  do update set steps = worker.step_minutes.steps + excluded.steps, seconds = worker.step_minutes.seconds + excluded.seconds;
 
   insert into worker.job_counters (type, counter, n)
   select r.type, r.counter, count(*) from worker.counter_rows(v_from, v_upto) r group by 1, 2
@@ -2140,7 +2166,7 @@ AS $function$
 $function$;
 
 CREATE OR REPLACE FUNCTION worker.step_rows(p_after bigint, p_upto bigint)
- RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision)
+ RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision, ended_at timestamp with time zone)
  LANGUAGE sql
  STABLE
 AS $function$
@@ -2149,7 +2175,8 @@ AS $function$
                      when 'failed' then 'failed' when 'cancelled' then 'cancelled'
                      when 'lease_released' then 'released' else 'lost' end,
          (select count(*) from unnest(worker.step_duration_bounds()) b where b < extract(epoch from e.at - c.at))::smallint,
-         greatest(extract(epoch from e.at - c.at)::float8, 0)
+         greatest(extract(epoch from e.at - c.at)::float8, 0),
+         e.at
     from worker.job_events e
     join lateral (select c.id, c.at from worker.job_events c
                    where c.job_id = e.job_id and c.kind = 'claimed' and c.id < e.id

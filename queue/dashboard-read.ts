@@ -33,10 +33,6 @@ export async function depthSince(sql: Queryable, sinceMs: number, options: { now
   return driver.depthSnapshotsSince(sql, sinceMs, options.now);
 }
 
-export async function recentJobs(sql: Queryable, filter: { status?: JobStatus; type?: string; inProgress?: boolean; limit?: number }): Promise<Job[]> {
-  return driver.newestJobs(sql, { ...filter, limit: filter.limit ?? 25 });
-}
-
 /** Every registered job type, sorted. */
 export async function jobTypes(sql: Queryable): Promise<string[]> {
   return driver.registeredJobTypes(sql);

@@ -19,6 +19,8 @@ export * from './dashboard-read.ts';
 export * from './dashboard-sessions.ts';
 export * from './metrics.ts';
 export * from './schedules.ts';
+export * from './schedule-report.ts';
+export * from './step-series.ts';
 export * from './upkeep.ts';
 export * from './alert-rows.ts';
 export { sampleJobTypes } from './samples.ts';

@@ -19,6 +19,25 @@ export interface ListJobsOptions {
   limit?: number;
   /** Opaque cursor from the previous page. */
   cursor?: string;
+  /** Only jobs holding this submit key or dedupe key (each an index). */
+  key?: string;
+  /**
+   * Only jobs whose payload at `path` (top-level field, or a nested one) is `value` as text. No
+   * index serves it: the query scans the primary key newest first, so pair it with `createdWithinMs`.
+   */
+  payload?: { path: string[]; value: string };
+  /** Only jobs created in the last this long (UUIDv7 ids: a range of the primary key). */
+  createdWithinMs?: number;
+  now?: Date;
+}
+
+/**
+ * The smallest UUIDv7 of the millisecond `at`: every job created at or after `at` has an id at or
+ * above it, so a time floor is a primary-key range.
+ */
+export function firstIdAt(at: Date): string {
+  const hex = Math.max(0, Math.floor(at.getTime())).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-7000-8000-000000000000`;
 }
 
 /**
@@ -43,7 +62,10 @@ export function decodeCursor(cursor: string): { id: string } | null {
 export async function listJobs(sql: Queryable, options: ListJobsOptions = {}): Promise<{ jobs: Job[]; nextCursor: string | null }> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 500);
   const after = options.cursor ? decodeCursor(options.cursor) : null;
-  const rows = await jobPage(sql, { status: options.status, type: options.type, inProgress: options.inProgress, beforeId: after?.id }, limit + 1);
+  const sinceId = options.createdWithinMs === undefined ? undefined : firstIdAt(new Date((options.now ?? new Date()).getTime() - options.createdWithinMs));
+  const rows = await jobPage(sql, {
+    status: options.status, type: options.type, inProgress: options.inProgress, key: options.key, payload: options.payload, beforeId: after?.id, sinceId,
+  }, limit + 1);
   const jobs = rows.slice(0, limit);
   const last = jobs[jobs.length - 1];
   return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last) : null };
@@ -87,6 +109,8 @@ export interface InProgressJob {
   nextStepAt: Date | null;
   /** Failures of the current step (queue/progress.ts). */
   failures: number;
+  /** The last error the job recorded (unscrubbed: the caller scrubs what it shows). */
+  lastError: string | null;
 }
 
 /** Jobs started and not finished: running ones oldest step first, then waiting ones next due first; at most `limit`. */

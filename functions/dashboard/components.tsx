@@ -1,4 +1,5 @@
 import type { FC } from 'hono/jsx';
+import { LineChart } from './charts.tsx';
 import type { DepthPoint } from './queries.ts';
 
 /** Small pieces shared by the dashboard's pages. */
@@ -61,46 +62,23 @@ export const Json: FC<{ value: unknown; scrub: (text: string) => string }> = ({ 
   value === null || value === undefined ? <span class="muted">none</span> : <pre class="json">{scrub(JSON.stringify(value, null, 2))}</pre>;
 
 const SERIES = [
-  { key: 'queued', label: 'queued', colour: STATUS_COLOURS.queued },
+  { key: 'queued', label: 'queued', colour: STATUS_COLOURS.queued! },
   { key: 'due', label: 'due (waiting)', colour: '#0891b2' },
-  { key: 'running', label: 'running', colour: STATUS_COLOURS.running },
+  { key: 'running', label: 'running', colour: STATUS_COLOURS.running! },
 ] as const;
 
-/** Queue depth over time as an inline SVG (no script): one line per series, from the tick's snapshots. */
+/** Queue depth over time: one line per series, from the tick's snapshots. */
 export const DepthChart: FC<{ points: DepthPoint[]; windowMs: number; now: Date }> = ({ points, windowMs, now }) => {
   if (points.length === 0) {
     return <p class="muted">No snapshots yet: the leader's tick records the queue depth once a minute.</p>;
   }
-  const [w, h, left, bottom, top] = [720, 180, 40, 22, 8];
-  const end = now.getTime();
-  const start = end - windowMs;
-  const max = Math.max(1, ...points.flatMap((p) => [p.queued, p.due, p.running]));
-  const x = (at: Date) => left + ((at.getTime() - start) / windowMs) * (w - left - 4);
-  const y = (v: number) => top + (1 - v / max) * (h - top - bottom);
   const last = points[points.length - 1]!;
   return (
-    <figure class="chart">
-      <svg viewBox={`0 0 ${w} ${h}`} role="img" aria-label={`queue depth: ${last.queued} queued, ${last.due} due, ${last.running} running`}>
-        <line x1={left} y1={y(0)} x2={w - 4} y2={y(0)} class="axis" />
-        <line x1={left} y1={y(max)} x2={w - 4} y2={y(max)} class="grid" />
-        <text x={left - 6} y={y(max) + 4} class="tick" text-anchor="end">{max}</text>
-        <text x={left - 6} y={y(0) + 4} class="tick" text-anchor="end">0</text>
-        <text x={left} y={h - 4} class="tick">{time(new Date(start))}</text>
-        <text x={w - 4} y={h - 4} class="tick" text-anchor="end">{time(now)}</text>
-        {SERIES.map((s) => (
-          <>
-            <polyline fill="none" stroke={s.colour} stroke-width="2" points={points.map((p) => `${x(p.at).toFixed(1)},${y(p[s.key]).toFixed(1)}`).join(' ')} />
-            <circle cx={x(last.at).toFixed(1)} cy={y(last[s.key]).toFixed(1)} r="3" fill={s.colour} />
-          </>
-        ))}
-      </svg>
-      <figcaption>
-        {SERIES.map((s) => (
-          <span class="legend">
-            <i style={`background:${s.colour}`} /> {s.label} {last[s.key]}
-          </span>
-        ))}
-      </figcaption>
-    </figure>
+    <LineChart
+      windowMs={windowMs}
+      now={now}
+      label={`queue depth: ${last.queued} queued, ${last.due} due, ${last.running} running`}
+      lines={SERIES.map((s) => ({ label: s.label, colour: s.colour, points: points.map((p) => ({ at: p.at, value: p[s.key] })) }))}
+    />
   );
 };

@@ -1,17 +1,24 @@
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
-  cancelJob, failJobPermanently, getJob, JOB_STATUSES, readLeaderLease, requeueJob, type JobStatus,
+  cancelJob, failJobPermanently, isInProgress, JOB_STATUSES, readLeaderLease, requeueJob, type JobStatus,
 } from '../../queue/index.ts';
 import { scopesOf } from '../http/auth.ts';
-import { archivedLog } from '../http/archived-log.ts';
+import { archivedLog, readArchivedLog } from '../http/archived-log.ts';
+import { SCHEDULES } from '../schedules.ts';
 import { invocationOf } from '../http/context.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { SECURITY_HEADERS } from './layout.tsx';
+import { HISTORY_WINDOWS, HistoryPage, type HistoryWindow } from './history-page.tsx';
 import { JobPage } from './job-page.tsx';
+import { JobsPage } from './jobs-page.tsx';
 import { OverviewPage } from './overview-page.tsx';
 import { ErrorPage, LoginPage } from './pages.tsx';
-import { countsByStatus, depthSince, inProgressJobs, jobTypes, openAlerts, pastDeadlineJobs, recentJobs, resolveAlert } from './queries.ts';
+import {
+  countsByStatus, depthSince, getJob, inProgressJobs, jobTypes, listJobs, openAlerts, pastDeadlineJobs, resolveAlert, scheduleReports, stepSeries,
+} from './queries.ts';
+import { SchedulesPage } from './schedules-page.tsx';
+import { PAGE_SIZE, readSearch } from './search.ts';
 import {
   clearSessionCookie, createSession, endAllSessions, endSession, requireAction, requireSession, safeNext, sameOrigin, sessionOf,
   sessionStoreOf, setSessionCookie, type DashboardEnv,
@@ -99,7 +106,7 @@ dashboard.get('/', requireSession(), async (c) => {
     countsByStatus(inv.sql),
     depthSince(inv.sql, DEPTH_WINDOW_MS),
     inProgressJobs(inv.sql, { limit: IN_PROGRESS_SHOWN }),
-    recentJobs(inv.sql, { ...filter, limit: 25 }),
+    listJobs(inv.sql, { ...filter, limit: PAGE_SIZE }),
     jobTypes(inv.sql),
     readLeaderLease(inv.sql),
     openAlerts(inv.sql),
@@ -115,7 +122,8 @@ dashboard.get('/', requireSession(), async (c) => {
       depthWindowMs={DEPTH_WINDOW_MS}
       inProgress={inProgress}
       stuckMs={inv.config.stuckJobMs}
-      recent={recent}
+      recent={recent.jobs}
+      nextCursor={recent.nextCursor}
       filter={filter}
       types={types}
       lease={leaseRow}
@@ -132,11 +140,54 @@ async function renderJob(c: Context<DashboardEnv>, id: string, message: { done?:
   const found = await getJob(inv.sql, id);
   if (!found) throw new HttpError(404, 'not_found', `no job ${id}`);
   const [clock] = await inv.sql`select now() as now`;
+  const buildLog = found.job.type === 'build' && (found.job.startedAt || isInProgress(found.job)) ? (await readArchivedLog(c.env, found.job)).text : undefined;
   return c.html(
-    <JobPage now={clock!.now as Date} csrf={sessionOf(c).csrf} lease={await lease(c)} job={found.job} events={found.events} scrub={inv.scrub} {...message} />,
+    <JobPage now={clock!.now as Date} csrf={sessionOf(c).csrf} lease={await lease(c)} job={found.job} events={found.events} scrub={inv.scrub} buildLog={buildLog} {...message} />,
     status,
   );
 }
+
+async function now(c: Context<DashboardEnv>): Promise<Date> {
+  const [clock] = await (await invocationOf(c)).sql`select now() as now`;
+  return clock!.now as Date;
+}
+
+/** Every job a page at a time, with search (functions/dashboard/search.ts says what the box reads). */
+dashboard.get('/dashboard/jobs', requireSession(), async (c) => {
+  const inv = await invocationOf(c);
+  const search = readSearch(c.req.query());
+  // A page searching for a secret would carry it (the box, the next page's link): refused, not shown.
+  if (inv.scrub(search.shown.q) !== search.shown.q) throw new HttpError(400, 'invalid_input', 'q holds a secret value: search by something else', 'q');
+  if (search.kind === 'id') {
+    const found = await getJob(inv.sql, search.id!);
+    if (found) return c.redirect(`/dashboard/jobs/${found.job.id}`, 303);
+  }
+  const [page, types, leaseRow, at] = await Promise.all([
+    search.kind === 'id' ? { jobs: [], nextCursor: null } : listJobs(inv.sql, search.list),
+    jobTypes(inv.sql),
+    lease(c),
+    now(c),
+  ]);
+  return c.html(<JobsPage now={at} csrf={sessionOf(c).csrf} lease={leaseRow} search={search} types={types} jobs={page.jobs} nextCursor={page.nextCursor} scrub={inv.scrub} />);
+});
+
+dashboard.get('/dashboard/schedules', requireSession(), async (c) => {
+  const inv = await invocationOf(c);
+  const at = await now(c);
+  const [schedules, leaseRow] = await Promise.all([scheduleReports(inv.sql, SCHEDULES, { now: at, graceMs: inv.config.scheduleGraceMs }), lease(c)]);
+  return c.html(<SchedulesPage now={at} csrf={sessionOf(c).csrf} lease={leaseRow} schedules={schedules} graceMs={inv.config.scheduleGraceMs} />);
+});
+
+/** Throughput, failure rate and step latency per type over time (worker.step_minutes, 0230). */
+dashboard.get('/dashboard/history', requireSession(), async (c) => {
+  const inv = await invocationOf(c);
+  const asked = c.req.query('window') ?? '6h';
+  const window: HistoryWindow = asked in HISTORY_WINDOWS ? (asked as HistoryWindow) : '6h';
+  const at = await now(c);
+  const { ms, binMinutes } = HISTORY_WINDOWS[window];
+  const [series, leaseRow] = await Promise.all([stepSeries(inv.sql, { sinceMs: ms, binMinutes, now: at }), lease(c)]);
+  return c.html(<HistoryPage now={at} csrf={sessionOf(c).csrf} lease={leaseRow} window={window} series={series} />);
+});
 
 dashboard.get('/dashboard/jobs/:id', requireSession(), (c) => renderJob(c, c.req.param('id'), { done: c.req.query('done') }));
 

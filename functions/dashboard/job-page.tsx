@@ -1,6 +1,7 @@
 import type { FC } from 'hono/jsx';
 import { jobProgress, TERMINAL_STATUSES, type Job, type JobEvent } from '../../queue/index.ts';
 import { eventJson, jobJson } from '../http/serialize.ts';
+import { BuildLog } from './build-log.tsx';
 import { age, Json, shortId, StatusBadge, time } from './components.tsx';
 import { Layout } from './layout.tsx';
 import { Csrf, TopBar, type Lease } from './pages.tsx';
@@ -12,6 +13,8 @@ export interface JobPageData {
   job: Job;
   events: JobEvent[];
   scrub: (text: string) => string;
+  /** A build's archived log so far (scrubbed), shown on its page. */
+  buildLog?: string;
   /** The action just done (`?done=`), to confirm it. */
   done?: string;
   error?: string;
@@ -52,6 +55,7 @@ const JobActions: FC<{ job: Job; csrf: string }> = ({ job, csrf }) => {
         </form>
       ) : null}
       {job.type === 'build' ? <a href={`/dashboard/builds/${job.id}/log`} id="build-log">Build log</a> : null}
+      {/* Replay from a named step (issue 19, item 4) goes here, a CSRF-protected form like those above. */}
     </div>
   );
 };
@@ -125,7 +129,7 @@ const Events: FC<{ events: JobEvent[]; scrub: (text: string) => string }> = ({ e
   </section>
 );
 
-export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub, done, error }) => {
+export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub, buildLog, done, error }) => {
   const notice = noticeFor(done, job);
   const shown = jobJson(job); // payload, checkpoint and result with secrets redacted
   const terminal = TERMINAL_STATUSES.includes(job.status);
@@ -149,6 +153,8 @@ export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub,
           <Json value={shown.result} scrub={scrub} />
         </section>
       </div>
+
+      {buildLog !== undefined ? <BuildLog jobId={job.id} text={buildLog} inProgress={!terminal} /> : null}
 
       <Events events={events} scrub={scrub} />
     </Layout>

@@ -7,6 +7,8 @@ body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-ser
 header.top { display: flex; align-items: center; gap: 16px; padding: 10px 24px; background: #111827; color: #f9fafb; }
 header.top a { color: #f9fafb; text-decoration: none; font-weight: 600; }
 header.top .lease { color: #d1d5db; font-size: 13px; }
+header.top nav { display: flex; gap: 14px; } header.top nav a { font-weight: 500; color: #d1d5db; }
+pre.log { max-height: none; white-space: pre-wrap; } .last-error { color: #991b1b; }
 header.top form { margin-left: auto; } header.top form + form { margin-left: 0; }
 main { padding: 20px 24px; max-width: 1280px; margin: 0 auto; }
 h1 { font-size: 20px; margin: 0 0 12px; } h2 { font-size: 15px; margin: 24px 0 8px; }

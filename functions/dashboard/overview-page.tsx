@@ -1,9 +1,11 @@
 import type { FC } from 'hono/jsx';
-import { isInProgress, JOB_STATUSES, stepFailures, type InProgressJob, type Job, type JobStatus } from '../../queue/index.ts';
+import { JOB_STATUSES, type InProgressJob, type Job, type JobStatus } from '../../queue/index.ts';
 import { alertTitle } from '../lib/alert-kinds.ts';
 import { age, DepthChart, JobLink, StatusBadge, STATUS_COLOURS, Time } from './components.tsx';
+import { FilterFields, JobTable, LastError } from './job-table.tsx';
 import { Layout } from './layout.tsx';
 import { Csrf, TopBar, type Lease } from './pages.tsx';
+import { searchHref } from './search.ts';
 import type { DepthPoint, OpenAlert, PastDeadline, StatusCounts } from './queries.ts';
 
 export interface OverviewData {
@@ -16,6 +18,8 @@ export interface OverviewData {
   inProgress: InProgressJob[];
   stuckMs: number;
   recent: Job[];
+  /** The cursor of the page after `recent` (the jobs page), when there are more. */
+  nextCursor: string | null;
   filter: { status?: JobStatus; type?: string; inProgress?: boolean };
   types: string[];
   lease: Lease;
@@ -58,7 +62,7 @@ const InProgress: FC<{ d: OverviewData }> = ({ d }) => (
       <p class="muted">Nothing is in progress.</p>
     ) : (
       <table>
-        <thead><tr><th>job</th><th>type</th><th>step</th><th>owner</th><th>now</th><th>failures</th></tr></thead>
+        <thead><tr><th>job</th><th>type</th><th>step</th><th>owner</th><th>now</th><th>failures</th><th>last error</th></tr></thead>
         <tbody>
           {d.inProgress.map((j) => (
             <tr class={j.runningForMs !== null && j.runningForMs > d.stuckMs ? 'row-failed' : `row-${j.status}`} data-in-progress={j.id}>
@@ -68,6 +72,7 @@ const InProgress: FC<{ d: OverviewData }> = ({ d }) => (
               <td class="mono">{j.owner ?? '–'}</td>
               <td><Doing j={j} d={d} /></td>
               <td>{j.failures}</td>
+              <td class="mono"><LastError error={j.lastError} scrub={d.scrub} /></td>
             </tr>
           ))}
         </tbody>
@@ -140,45 +145,22 @@ const LeaderAndAlerts: FC<{ d: OverviewData }> = ({ d }) => (
   </section>
 );
 
-const RecentJobs: FC<{ d: OverviewData }> = ({ d }) => (
-  <section class="panel" id="recent">
-    <h2>Recent jobs</h2>
-    <form method="get" action="/" class="actions">
-      <label>status{' '}
-        <select name="status">
-          <option value="">any</option>
-          {JOB_STATUSES.map((s) => <option value={s} selected={d.filter.status === s}>{s}</option>)}
-        </select>
-      </label>
-      <label>type{' '}
-        <select name="type">
-          <option value="">any</option>
-          {d.types.map((t) => <option value={t} selected={d.filter.type === t}>{t}</option>)}
-        </select>
-      </label>
-      <label><input type="checkbox" name="inProgress" value="true" checked={d.filter.inProgress === true} /> in progress</label>
-      <button type="submit">Filter</button>
-      {d.filter.status || d.filter.type || d.filter.inProgress ? <a href="/">clear</a> : null}
-    </form>
-    <table>
-      <thead><tr><th>job</th><th>type</th><th>status</th><th>step</th><th title="failures of the current step / tries a step gets">failures</th><th>created</th><th>finished</th></tr></thead>
-      <tbody>
-        {d.recent.length === 0 ? <tr><td colspan={7} class="muted">No jobs{d.filter.status || d.filter.type || d.filter.inProgress ? ' match the filter' : ''}.</td></tr> : null}
-        {d.recent.map((j) => (
-          <tr class={`row-${j.status}`} data-job={j.id}>
-            <td class="mono"><JobLink id={j.id} /></td>
-            <td>{j.type}</td>
-            <td><StatusBadge status={j.status} />{j.status === 'queued' && isInProgress(j) ? <span class="muted" data-between-steps=""> in progress</span> : null}</td>
-            <td>{j.step}</td>
-            <td>{stepFailures(j)}/{j.maxAttempts}</td>
-            <td><Time at={j.createdAt} now={d.now} /></td>
-            <td><Time at={j.finishedAt} now={d.now} /></td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
-  </section>
-);
+const RecentJobs: FC<{ d: OverviewData }> = ({ d }) => {
+  const filtered = Boolean(d.filter.status || d.filter.type || d.filter.inProgress);
+  return (
+    <section class="panel" id="recent">
+      <h2>Recent jobs</h2>
+      <form method="get" action="/" class="actions">
+        <FilterFields filter={d.filter} types={d.types} />
+        <button type="submit">Filter</button>
+        {filtered ? <a href="/">clear</a> : null}
+        <a href="/dashboard/jobs">search</a>
+      </form>
+      <JobTable jobs={d.recent} now={d.now} scrub={d.scrub} empty={`No jobs${filtered ? ' match the filter' : ''}.`} />
+      {d.nextCursor ? <p class="actions"><a href={searchHref({ q: '', ...d.filter }, d.nextCursor)} id="older" rel="next">older »</a></p> : null}
+    </section>
+  );
+};
 
 export const OverviewPage: FC<OverviewData> = (d) => (
   <Layout title="Overview" refreshSeconds={10} header={<TopBar csrf={d.csrf} lease={d.lease} now={d.now} />}>

@@ -17,6 +17,12 @@ export const Csrf: FC<{ token: string }> = ({ token }) => <input type="hidden" n
 export const TopBar: FC<{ csrf: string; lease: Lease; now: Date }> = ({ csrf, lease, now }) => (
   <header class="top">
     <a href="/">starbase-worker</a>
+    <nav>
+      <a href="/dashboard/jobs">Jobs</a>
+      <a href="/dashboard/schedules">Schedules</a>
+      <a href="/dashboard/history">Over time</a>
+      {/* Paused types and pools, and the dead-letter view (issue 19, items 3 and 4), link from here. */}
+    </nav>
     <span class="lease">
       leader {lease.holder ?? 'none'} · generation {lease.generation}
       {lease.expiresAt && lease.expiresAt.getTime() < now.getTime() ? ' · expired' : ''}

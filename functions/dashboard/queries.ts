@@ -3,7 +3,7 @@
  * re-exported under the names the pages use. No SQL here: the engine owns worker.*.
  */
 export {
-  countsByStatus, depthSince, inProgressJobs, jobTypes, openAlerts, pastDeadlineJobs, recentJobs, type DepthPoint, type OpenAlert,
-  type PastDeadline, type StatusCounts,
+  countsByStatus, depthSince, getJob, inProgressJobs, jobTypes, listJobs, openAlerts, pastDeadlineJobs, scheduleReports, stepSeries,
+  type DepthPoint, type OpenAlert, type PastDeadline, type StatusCounts,
 } from '../../queue/index.ts';
 export { resolveAlertById as resolveAlert } from '../../queue/index.ts';

@@ -1,5 +1,5 @@
 CREATE OR REPLACE FUNCTION worker.done_step_rows(p_after timestamp with time zone, p_upto timestamp with time zone)
- RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision)
+ RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision, ended_at timestamp with time zone)
  LANGUAGE sql
  STABLE
 AS $function$
@@ -8,7 +8,8 @@ AS $function$
   -- or one an operator requeued since) are worker.step_rows' to count.
   select j.type, 'done',
          (select count(*) from unnest(worker.step_duration_bounds()) b where b < extract(epoch from j.finished_at - j.claimed_at))::smallint,
-         greatest(extract(epoch from j.finished_at - j.claimed_at)::float8, 0)
+         greatest(extract(epoch from j.finished_at - j.claimed_at)::float8, 0),
+         j.finished_at
     from worker.jobs j
    where j.finished_at > p_after and j.finished_at <= p_upto
      and j.status = 'done' and j.done_event_id is not null

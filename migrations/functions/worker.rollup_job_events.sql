@@ -14,6 +14,8 @@ declare
 begin
   select last_event_id, last_finished_at into v_from, v_ffrom from worker.event_rollup where id = 1 for update skip locked;
   if not found then return 0; end if;
+  -- the dashboard's per-minute steps are kept 7 days (0230): a range of their primary key
+  delete from worker.step_minutes where minute < v_now - interval '7 days';
 
   -- Completed steps the job rows hold: those finished before the lag, at most about p_limit rows
   -- (the cut is a finished_at, and rows finished at that same instant come along).
@@ -27,7 +29,12 @@ begin
       insert into worker.step_stats (type, outcome, bucket, steps, seconds)
       select r.type, r.outcome, r.bucket, count(*), sum(r.seconds) from r group by 1, 2, 3
       on conflict (type, outcome, bucket)
-      do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds)
+      do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds),
+    per_minute as (
+      insert into worker.step_minutes (minute, type, outcome, bucket, steps, seconds)
+      select date_trunc('minute', r.ended_at), r.type, r.outcome, r.bucket, count(*), sum(r.seconds) from r group by 1, 2, 3, 4
+      on conflict (minute, type, outcome, bucket)
+      do update set steps = worker.step_minutes.steps + excluded.steps, seconds = worker.step_minutes.seconds + excluded.seconds)
     select count(*) into v_rows from r;
     update worker.event_rollup set last_finished_at = v_fupto, rolled_at = v_now where id = 1;
   end if;
@@ -42,11 +49,17 @@ begin
   if v_upto <= v_from then return v_rows; end if;
   select count(*) into v_n from worker.job_events e where e.id > v_from and e.id <= v_upto;
 
-  insert into worker.step_stats (type, outcome, bucket, steps, seconds)
-  select s.type, s.outcome, s.bucket, count(*), sum(s.seconds) from worker.step_rows(v_from, v_upto) s
-   group by 1, 2, 3
-  on conflict (type, outcome, bucket)
-  do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds;
+  with s as (select * from worker.step_rows(v_from, v_upto)),
+  totals as (
+    insert into worker.step_stats (type, outcome, bucket, steps, seconds)
+    select s.type, s.outcome, s.bucket, count(*), sum(s.seconds) from s group by 1, 2, 3
+    on conflict (type, outcome, bucket)
+    do update set steps = worker.step_stats.steps + excluded.steps, seconds = worker.step_stats.seconds + excluded.seconds)
+  -- the same steps by the minute they ended, for the dashboard's charts (0230)
+  insert into worker.step_minutes (minute, type, outcome, bucket, steps, seconds)
+  select date_trunc('minute', s.ended_at), s.type, s.outcome, s.bucket, count(*), sum(s.seconds) from s group by 1, 2, 3, 4
+  on conflict (minute, type, outcome, bucket)
+  do update set steps = worker.step_minutes.steps + excluded.steps, seconds = worker.step_minutes.seconds + excluded.seconds;
 
   insert into worker.job_counters (type, counter, n)
   select r.type, r.counter, count(*) from worker.counter_rows(v_from, v_upto) r group by 1, 2

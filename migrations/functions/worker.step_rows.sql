@@ -1,5 +1,5 @@
 CREATE OR REPLACE FUNCTION worker.step_rows(p_after bigint, p_upto bigint)
- RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision)
+ RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision, ended_at timestamp with time zone)
  LANGUAGE sql
  STABLE
 AS $function$
@@ -8,7 +8,8 @@ AS $function$
                      when 'failed' then 'failed' when 'cancelled' then 'cancelled'
                      when 'lease_released' then 'released' else 'lost' end,
          (select count(*) from unnest(worker.step_duration_bounds()) b where b < extract(epoch from e.at - c.at))::smallint,
-         greatest(extract(epoch from e.at - c.at)::float8, 0)
+         greatest(extract(epoch from e.at - c.at)::float8, 0),
+         e.at
     from worker.job_events e
     join lateral (select c.id, c.at from worker.job_events c
                    where c.job_id = e.job_id and c.kind = 'claimed' and c.id < e.id

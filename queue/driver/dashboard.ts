@@ -1,11 +1,10 @@
 import type { Queryable } from '../db.ts';
 import type { DepthPoint } from '../dashboard-read.ts';
 import type { Job, JobStatus } from '../job.ts';
-import { inProgressCondition } from './jobs.ts';
 import { parseJobRow } from './rows.ts';
 import { at } from './clock.ts';
 
-/** The dashboard's reads of worker.jobs, worker.job_types and worker.depth_snapshots: each a single short query. */
+/** The dashboard's reads of worker.jobs, worker.job_types, worker.depth_snapshots and worker.step_minutes: each a single short query. */
 
 /** Jobs by status, and how many of each have started (statuses with none absent). */
 export async function jobCountsByStatus(sql: Queryable): Promise<{ status: JobStatus; n: number; started: number }[]> {
@@ -28,19 +27,6 @@ export async function depthSnapshotsSince(sql: Queryable, sinceMs: number, now: 
   return rows.map((r) => ({ at: r.at, queued: r.queued, due: r.due, running: r.running }));
 }
 
-/** The newest jobs, optionally of one status and type, and only those in progress. */
-export async function newestJobs(sql: Queryable, filter: { status?: JobStatus; type?: string; inProgress?: boolean; limit: number }): Promise<Job[]> {
-  const rows = await sql`
-    select * from worker.jobs
-     where true
-       ${filter.status ? sql`and status = ${filter.status}` : sql``}
-       ${filter.type ? sql`and type = ${filter.type}` : sql``}
-       ${filter.inProgress ? sql`and ${inProgressCondition(sql)}` : sql``}
-     order by id desc  -- ids are UUIDv7: newest first, on the primary key
-     limit ${filter.limit}`;
-  return rows.map(parseJobRow);
-}
-
 /** Every registered job type, sorted. */
 export async function registeredJobTypes(sql: Queryable): Promise<string[]> {
   return (await sql<{ type: string }[]>`select type from worker.job_types order by type`).map((r) => r.type);
@@ -58,4 +44,32 @@ export async function pastDeadlineJobs(sql: Queryable, limit: number, now: Date 
        order by deadline_at, id limit ${limit}`,
   ]);
   return { total: count?.n ?? 0, jobs: rows.map(parseJobRow) };
+}
+
+export interface StepMinuteRow {
+  type: string;
+  /** The start of the bin (`binMinutes` wide) the steps ended in. */
+  at: Date;
+  outcome: string;
+  bucket: number;
+  steps: number;
+  seconds: number;
+}
+
+/** worker.step_minutes since `sinceMs` ago, summed into bins of `binMinutes` (a range of its primary key). */
+export async function stepMinuteRows(sql: Queryable, sinceMs: number, binMinutes: number, now: Date | undefined): Promise<StepMinuteRow[]> {
+  const rows = await sql<{ type: string; at: Date; outcome: string; bucket: number; steps: string; seconds: number }[]>`
+    with w as (select ${at(sql, now)} - make_interval(secs => ${sinceMs}::bigint / 1000.0) as since)
+    select m.type, date_bin(make_interval(mins => ${binMinutes}::int), m.minute, w.since) as at, m.outcome, m.bucket,
+           sum(m.steps)::bigint as steps, sum(m.seconds)::float8 as seconds
+      from worker.step_minutes m, w
+     where m.minute >= w.since
+     group by 1, 2, 3, 4
+     order by 2`;
+  return rows.map((r) => ({ type: r.type, at: r.at, outcome: r.outcome, bucket: r.bucket, steps: Number(r.steps), seconds: r.seconds }));
+}
+
+/** The step duration histogram's upper bounds, seconds (worker.step_duration_bounds()). */
+export async function stepDurationBounds(sql: Queryable): Promise<number[]> {
+  return (await sql<{ le: number }[]>`select unnest(worker.step_duration_bounds()) as le`).map((r) => Number(r.le));
 }

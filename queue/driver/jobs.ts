@@ -22,19 +22,33 @@ export async function eventsOf(sql: Queryable, jobId: string): Promise<JobEvent[
   return rows.map(parseJobEventRow);
 }
 
+/** What a page of jobs is filtered by: queue/inspect.ts's ListJobsOptions, parsed. */
+export interface JobPageFilter {
+  status?: JobStatus;
+  type?: string;
+  inProgress?: boolean;
+  /** Jobs holding this submit key (jobs_submit_key_uq) or dedupe key (jobs_dedupe_key_idx, 0230). */
+  key?: string;
+  /** Jobs whose payload at `path` is `value` as text (`payload #>> path`): no index serves it. */
+  payload?: { path: string[]; value: string };
+  /** Only ids below this one (the cursor). */
+  beforeId?: string;
+  /** Only ids at or above this one (a creation-time floor: a range of the primary key). */
+  sinceId?: string;
+}
+
 /** Newest first by id (UUIDv7: creation order), at most `limit`, after the cursor's id. */
-export async function jobPage(
-  sql: Queryable,
-  filter: { status?: JobStatus; type?: string; inProgress?: boolean; beforeId?: string },
-  limit: number,
-): Promise<Job[]> {
+export async function jobPage(sql: Queryable, filter: JobPageFilter, limit: number): Promise<Job[]> {
   const rows = await sql`
     select * from worker.jobs
      where true
        ${filter.status ? sql`and status = ${filter.status}` : sql``}
        ${filter.type ? sql`and type = ${filter.type}` : sql``}
        ${filter.inProgress === undefined ? sql`` : filter.inProgress ? sql`and ${inProgressCondition(sql)}` : sql`and not ${inProgressCondition(sql)}`}
+       ${filter.key !== undefined ? sql`and (submit_key = ${filter.key} or dedupe_key = ${filter.key})` : sql``}
+       ${filter.payload ? sql`and payload #>> ${filter.payload.path}::text[] = ${filter.payload.value}` : sql``}
        ${filter.beforeId ? sql`and id < ${filter.beforeId}::uuid` : sql``}
+       ${filter.sinceId ? sql`and id >= ${filter.sinceId}::uuid` : sql``}
      order by id desc
      limit ${limit}`;
   return rows.map(parseJobRow);
@@ -76,11 +90,11 @@ export async function runningJobRows(sql: Queryable, olderThanMs: number | undef
  */
 export async function inProgressJobRows(sql: Queryable, limit: number, now: Date | undefined): Promise<InProgressJob[]> {
   const rows = await sql`
-    (select id, type, status, step, attempts, started_at, run_at, locked_by,
+    (select id, type, status, step, attempts, started_at, run_at, locked_by, last_error,
             (extract(epoch from ${at(sql, now)} - claimed_at) * 1000)::bigint as age_ms, 0 as part, claimed_at as sort_at
        from worker.jobs where status = 'running' order by claimed_at limit ${limit})
     union all
-    (select id, type, status, step, attempts, started_at, run_at, null, null, 1, run_at
+    (select id, type, status, step, attempts, started_at, run_at, null, last_error, null, 1, run_at
        from worker.jobs where status = 'queued' and started_at is not null order by run_at limit ${limit})
     order by part, sort_at
     limit ${limit}`;
@@ -97,6 +111,7 @@ export async function inProgressJobRows(sql: Queryable, limit: number, now: Date
       runningForMs: r.age_ms === null ? null : int(r.age_ms, 'age_ms'),
       nextStepAt: progress.nextStepAt,
       failures: progress.failures,
+      lastError: textOrNull(r.last_error, 'last_error'),
     };
   });
 }

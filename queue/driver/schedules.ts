@@ -51,3 +51,42 @@ export async function scheduleStates(sql: Queryable): Promise<ScheduleState[]> {
   const rows = await sql<ScheduleRow[]>`select name, created_at, last_success_slot_at from worker.schedules`;
   return rows.map((r) => ({ name: r.name, createdAt: r.created_at, lastSuccessSlotAt: r.last_success_slot_at }));
 }
+
+export interface ScheduleRecord {
+  name: string;
+  cron: string;
+  type: string;
+  createdAt: Date;
+  lastSlotAt: Date | null;
+  lastSuccessSlotAt: Date | null;
+  lastSuccessAt: Date | null;
+}
+
+/** Every recorded schedule's row, by name. */
+export async function scheduleRecords(sql: Queryable): Promise<ScheduleRecord[]> {
+  const rows = await sql<{ name: string; cron: string; job_type: string; created_at: Date; last_slot_at: Date | null; last_success_slot_at: Date | null; last_success_at: Date | null }[]>`
+    select name, cron, job_type, created_at, last_slot_at, last_success_slot_at, last_success_at from worker.schedules order by name`;
+  return rows.map((r) => ({
+    name: r.name, cron: r.cron, type: r.job_type, createdAt: r.created_at,
+    lastSlotAt: r.last_slot_at, lastSuccessSlotAt: r.last_success_slot_at, lastSuccessAt: r.last_success_at,
+  }));
+}
+
+export interface SlotRun {
+  schedule: string;
+  slotAt: Date;
+  jobId: string;
+  /** The slot's job's status; null once the job is pruned. */
+  status: string | null;
+}
+
+/** Each schedule's `perSchedule` newest slot runs, with their jobs' status (a range of schedule_runs' primary key each). */
+export async function recentSlotRuns(sql: Queryable, perSchedule: number): Promise<SlotRun[]> {
+  const rows = await sql<{ schedule: string; slot_at: Date; job_id: string; status: string | null }[]>`
+    select s.name as schedule, r.slot_at, r.job_id, j.status
+      from worker.schedules s
+      cross join lateral (select slot_at, job_id from worker.schedule_runs where schedule = s.name order by slot_at desc limit ${perSchedule}) r
+      left join worker.jobs j on j.id = r.job_id
+     order by s.name, r.slot_at desc`;
+  return rows.map((r) => ({ schedule: r.schedule, slotAt: r.slot_at, jobId: r.job_id, status: r.status }));
+}

@@ -115,6 +115,34 @@ describe('the dashboard in chromium', () => {
     expect(await page.locator(`tr[data-job="${id}"] [data-status]`).textContent()).toBe('cancelled');
   });
 
+  it('searches from the box, pages on with "older", and never runs a script a search or a payload carries', async () => {
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => { dialogs.push(d.message()); void d.dismiss(); });
+    const batch = `e2e-${Date.now()}`;
+    const jobs = Array.from({ length: 27 }, (_, i) => ({ type: 'uppercase', payload: { text: `<img src=x onerror=alert(${i})>`, batch }, runAt: '2099-01-01T00:00:00Z' }));
+    expect((await stack.api('/v1/jobs/batch', { method: 'POST', body: JSON.stringify({ jobs }) })).status).toBe(201);
+
+    await page.goto(`${stack.baseUrl}/dashboard/jobs`);
+    await page.fill('input[name=q]', `batch=${batch}`);
+    await page.click('form[role=search] button[type=submit]');
+    await page.waitForURL(/\/dashboard\/jobs\?q=/);
+    expect(await page.locator('tr[data-job]').count()).toBe(25);
+    expect(await page.textContent('#search-note')).toContain('a scan');
+    await page.click('#older');
+    await page.waitForURL(/cursor=/);
+    expect(await page.locator('tr[data-job]').count()).toBe(2);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-jobs-search.png`, fullPage: true });
+
+    await page.fill('input[name=q]', '"><script>alert(1)</script>');
+    await page.click('form[role=search] button[type=submit]');
+    expect(await page.inputValue('input[name=q]')).toBe('"><script>alert(1)</script>');
+    await page.goto(`${stack.baseUrl}/dashboard/schedules`);
+    expect(await page.locator('tr[data-schedule="cleanup"]').count()).toBe(1);
+    await page.goto(`${stack.baseUrl}/dashboard/history?window=1h`);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-history.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
   it('refuses an action posted from another origin, even with the session cookie', async () => {
     const [cookie] = await page.context().cookies();
     const id = await enqueue({ type: 'uppercase', payload: { text: 'keep' }, delayMs: 3_600_000 });

@@ -123,7 +123,7 @@ describe('a job in progress', () => {
 
     const shown = await inProgressJobs(db.sql, { now: at(10) });
     expect(shown.map((j) => j.id)).toEqual([running, soon, later, parked]);
-    expect(shown[0]).toEqual({ id: running, type: 'progress_probe', status: 'running', step: 'start', owner: 'host-1', runningForMs: 10_000, nextStepAt: null, failures: 0 });
+    expect(shown[0]).toEqual({ id: running, type: 'progress_probe', status: 'running', step: 'start', owner: 'host-1', runningForMs: 10_000, nextStepAt: null, failures: 0, lastError: null });
     expect(shown[1]).toMatchObject({ status: 'queued', step: 'poll', owner: null, runningForMs: null, nextStepAt: at(30), failures: 0 });
     expect(shown[2]).toMatchObject({ owner: null, nextStepAt: at(90) }); // the last step's owner is not this one's
     expect(shown[3]).toMatchObject({ step: 'child', nextStepAt: null });

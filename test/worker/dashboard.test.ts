@@ -3,7 +3,8 @@ import { createApp } from '../../functions/app.ts';
 import { dashboard } from '../../functions/dashboard/index.tsx';
 import { archiveKey } from '../../functions/platform/build/adapters/r2-log-archive.ts';
 import { createSession, readSession, SESSION_TTL_MS } from '../../functions/dashboard/session.ts';
-import { createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
+import { checkSchedules, enqueueSlot, histogramQuantile, rollupJobEvents, scheduleReports, syncSchedules, type Schedule } from '../../queue/index.ts';
+import { countJobs, createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
 
 const CANARY = 'canary-digitalocean-token-e41a';
 const ORIGIN = 'http://worker.test';
@@ -222,6 +223,190 @@ describe('deadlines on the dashboard', () => {
     const view = await page(`/dashboard/jobs/${late}`);
     expect(view.text).toMatch(/<dd id="deadline" data-severity="critical">[^<]+ \(critical\) — past it by 119m<\/dd>/);
     expect((await page(`/dashboard/jobs/${onTime}`)).text).not.toContain('id="deadline"');
+  });
+});
+
+describe('searching and paging the jobs', () => {
+  const rowIds = (html: string) => [...html.matchAll(/<tr class="row-[a-z_]+" data-job="([0-9a-f-]{36})">/g)].map((m) => m[1]!);
+  const olderHref = (html: string) => /<a href="([^"]+)" id="older" rel="next">/.exec(html)?.[1]?.replace(/&amp;/g, '&');
+
+  it('pages past 25 by keyset cursor, newest first, with no job twice or missed, and from the overview on', async () => {
+    const batch = `page-${Date.now()}`;
+    const jobs = Array.from({ length: 30 }, (_, i) => ({ type: 'uppercase', payload: { text: `p${i}`, batch }, runAt: '2099-01-01T00:00:00Z' }));
+    const made = (await (await h.request('/v1/jobs/batch', { method: 'POST', json: { jobs } })).json()) as { jobs: { id: string }[] };
+    const newestFirst = made.jobs.map((j) => j.id).reverse();
+
+    const first = await page(`/dashboard/jobs?q=${encodeURIComponent(`batch=${batch}`)}`);
+    expect(first.status).toBe(200);
+    expect(rowIds(first.text)).toEqual(newestFirst.slice(0, 25));
+    expect(first.text).toContain('(a scan: no index serves a payload field)');
+    const next = olderHref(first.text)!;
+    expect(next).toMatch(/^\/dashboard\/jobs\?q=batch%3Dpage-\d+&cursor=[A-Za-z0-9_-]+$/);
+    const second = await page(next);
+    expect(rowIds(second.text)).toEqual(newestFirst.slice(25));
+    expect(olderHref(second.text)).toBeUndefined();
+    expect(second.text).toContain('id="newest">« newest</a>');
+
+    // the overview's 25 recent jobs lead on to the jobs page's next 25, filters kept
+    const overview = await page('/?type=uppercase');
+    const more = olderHref(overview.text)!;
+    expect(more).toMatch(/^\/dashboard\/jobs\?type=uppercase&cursor=/);
+    const onward = rowIds((await page(more)).text);
+    expect(onward.length).toBeGreaterThan(0);
+    expect(onward.filter((id) => rowIds(overview.text).includes(id))).toEqual([]);
+  });
+
+  it('finds a job by id (its page), by submit or dedupe key, and by a nested payload field', async () => {
+    const submitKey = `sk-find-${Date.now()}`;
+    const dedupeKey = `dk-find-${Date.now()}`;
+    const bySubmit = (await (await h.request('/v1/jobs', { method: 'POST', json: { type: 'uppercase', payload: { text: 'a' }, submitKey, runAt: '2099-01-01T00:00:00Z' } })).json()) as { job: { id: string } };
+    const byDedupe = (await (await h.request('/v1/jobs', { method: 'POST', json: { type: 'uppercase', payload: { text: 'b', spec: { region: 'ams3' } }, dedupeKey, runAt: '2099-01-01T00:00:00Z' } })).json()) as { job: { id: string } };
+
+    const byId = await page(`/dashboard/jobs?q=${bySubmit.job.id.toUpperCase()}`);
+    expect(byId.status).toBe(303);
+    expect(byId.headers.get('location')).toBe(`/dashboard/jobs/${bySubmit.job.id}`);
+    const noSuchId = await page('/dashboard/jobs?q=00000000-0000-7000-8000-000000000000');
+    expect(noSuchId.status).toBe(200);
+    expect(noSuchId.text).toContain('No job has this id.');
+
+    expect(rowIds((await page(`/dashboard/jobs?q=${submitKey}`)).text)).toEqual([bySubmit.job.id]);
+    expect(rowIds((await page(`/dashboard/jobs?q=key:${dedupeKey}`)).text)).toEqual([byDedupe.job.id]);
+    expect(rowIds((await page(`/dashboard/jobs?q=${encodeURIComponent('spec.region=ams3')}&status=queued&type=uppercase`)).text)).toEqual([byDedupe.job.id]);
+    expect(rowIds((await page(`/dashboard/jobs?q=${encodeURIComponent('spec.region=ams3')}&status=done`)).text)).toEqual([]);
+  });
+
+  it('treats injection attempts as plain values: nothing matches, nothing runs, nothing renders as markup', async () => {
+    const before = await countJobs(h.sql);
+    for (const q of [`' or 1=1 --`, `text=x' or '1'='1`, `text=a'); drop table worker.jobs; --`, `key:%' or submit_key like '%`, `text->>0=1`, `"><script>alert(1)</script>`]) {
+      const res = await page(`/dashboard/jobs?q=${encodeURIComponent(q)}`);
+      expect(res.status, q).toBe(200);
+      expect(rowIds(res.text), q).toEqual([]);
+      expect(res.text, q).not.toContain('<script>');
+    }
+    expect(await countJobs(h.sql)).toBe(before);
+    const [table] = await h.sql`select to_regclass('worker.jobs') as t`;
+    expect(table!.t).toBe('worker.jobs');
+    // filters outside their sets are dropped, not passed on
+    expect((await page(`/dashboard/jobs?status=${encodeURIComponent("queued' or 1=1")}&type=${encodeURIComponent('x; drop')}`)).status).toBe(200);
+  });
+
+  it('refuses a tampered cursor, an overlong search, and a search for a secret value, naming the field', async () => {
+    const notOurs = [
+      'AAAA',
+      Buffer.from(JSON.stringify(["' or 1=1 --"])).toString('base64url'),
+      Buffer.from(JSON.stringify(['01a00000-0000-7000-8000-000000000000', 'extra'])).toString('base64url'),
+      Buffer.from('{"id":"x"}').toString('base64url'),
+      '%00',
+    ];
+    for (const cursor of notOurs) {
+      const res = await page(`/dashboard/jobs?cursor=${encodeURIComponent(cursor)}`);
+      expect(res.status, cursor).toBe(400);
+      expect(res.text).toContain('cursor is not a cursor this dashboard made');
+    }
+    expect((await page(`/dashboard/jobs?q=${'x'.repeat(201)}`)).text).toContain('q is longer than 200 characters');
+    const secret = await page(`/dashboard/jobs?q=${encodeURIComponent(`message=refused ${CANARY}`)}`);
+    expect(secret.status).toBe(400);
+    expect(secret.text).toContain('q holds a secret value');
+    expect(secret.text).not.toContain(CANARY);
+  });
+
+  it('shows each job\'s last error in the lists, scrubbed and cut to a line', async () => {
+    const message = `refused ${CANARY} ${'x'.repeat(300)}`;
+    const res = await h.request('/v1/jobs', { method: 'POST', json: { type: 'fail', payload: { message }, maxAttempts: 1 } });
+    const { job } = (await res.json()) as { job: { id: string } };
+    for (const path of ['/dashboard/jobs?status=failed&type=fail', '/?status=failed&type=fail']) {
+      const list = await page(path);
+      const row = new RegExp(`<tr class="row-failed" data-job="${job.id}">.*?</tr>`).exec(list.text)![0];
+      expect(row).toMatch(/<span class="last-error" title="refused \[redacted\] x{300}" data-last-error="">refused \[redacted\] x{101}…<\/span>/);
+      expect(list.text).not.toContain(CANARY);
+    }
+  });
+});
+
+describe('the schedules page', () => {
+  it('shows each schedule\'s next slot, last success and missed slots, by the dead-man check\'s rule', async () => {
+    const at = new Date('2026-03-01T01:05:00Z');
+    const hourly: Schedule = { name: 'dash_every_10', cron: '*/10 * * * *', type: 'uppercase', slotKey: (s) => `dash10:${s.toISOString()}`, payload: () => ({ text: 'slot' }) };
+    await syncSchedules(h.sql, [hourly]);
+    await h.sql`update worker.schedules set created_at = '2026-03-01T00:00:00Z' where name = ${hourly.name}`;
+    const ok = await enqueueSlot(h.sql, hourly, new Date('2026-03-01T00:20:00Z'));
+    const failed = await enqueueSlot(h.sql, hourly, new Date('2026-03-01T00:30:00Z'));
+    await h.sql`update worker.jobs set status = 'done', finished_at = '2026-03-01T00:21:00Z' where id = ${ok.jobId}`;
+    await h.sql`update worker.jobs set status = 'failed', finished_at = '2026-03-01T00:31:00Z' where id = ${failed.jobId}`;
+    await checkSchedules(h.sql, at, 10 * 60_000, [hourly]); // records the last success
+
+    const [report] = await scheduleReports(h.sql, [hourly], { now: at, graceMs: 10 * 60_000 }).then((r) => r.filter((s) => s.name === hourly.name));
+    expect(report!.nextSlotAt).toEqual(new Date('2026-03-01T01:10:00Z'));
+    expect(report!.lastSuccessSlotAt).toEqual(new Date('2026-03-01T00:20:00Z'));
+    // due by 00:55 and after the 00:20 success: 00:30 (its job failed), 00:40 and 00:50 (never enqueued)
+    expect(report!.missedSlots).toEqual(['00:50', '00:40', '00:30'].map((t) => new Date(`2026-03-01T${t}:00Z`)));
+    expect(report!.missed).toBe(3);
+    expect(report!.recent.map((r) => [r.slotAt.toISOString(), r.status])).toEqual([['2026-03-01T00:30:00.000Z', 'failed'], ['2026-03-01T00:20:00.000Z', 'done']]);
+    expect(report!.defined).toBe(true);
+
+    // the page: the Worker's schedules, with real times; one recorded but no longer defined
+    const res = await page('/dashboard/schedules');
+    expect(res.status).toBe(200);
+    const row = (name: string) => new RegExp(`<tr data-schedule="${name}"[^>]*>.*?</tr>`).exec(res.text)?.[0] ?? '';
+    expect(row('cleanup')).toMatch(/data-next-slot="\d{4}-\d\d-\d\dT\d\d:(00|15|30|45):00\.000Z"/);
+    expect(row('billing_cron')).toMatch(/data-next-slot="\d{4}-\d\d-01T00:00:00\.000Z"/);
+    expect(row(hourly.name)).toContain('(no longer defined)');
+    expect(row(hourly.name)).toContain(`<a href="/dashboard/jobs/${failed.jobId}"`);
+    // a cleanup schedule that has not succeeded for 3 hours has missed its slots past the grace (1 h)
+    await h.sql`update worker.schedules set created_at = now() - interval '3 hours', last_success_slot_at = null where name = 'cleanup'`;
+    const missing = (await page('/dashboard/schedules')).text;
+    const cleanup = /<tr data-schedule="cleanup" class="row-failed">.*?<\/tr>/.exec(missing)?.[0] ?? '';
+    expect(Number(/data-missed="(\d+)"/.exec(cleanup)?.[1])).toBeGreaterThanOrEqual(7);
+  });
+});
+
+describe('job types over time', () => {
+  it('rolls steps up by the minute they ended, the same steps as the totals, and draws them per type', async () => {
+    await h.request('/v1/jobs', { method: 'POST', json: { type: 'fail', payload: {}, maxAttempts: 1 } });
+    await h.request('/v1/jobs', { method: 'POST', json: { type: 'countdown', payload: { n: 2 } } });
+    await h.sql`insert into worker.step_minutes values (now() - interval '8 days', 'countdown', 'done', 0, 1, 0.001)`;
+    await rollupJobEvents(h.sql, { now: new Date(Date.now() + 5 * 60_000) }); // past the roll-up's lag
+
+    const totals = await h.sql`select type, outcome, bucket, steps::int, round(seconds::numeric, 6) as seconds from worker.step_stats order by 1, 2, 3`;
+    const minutes = await h.sql`select type, outcome, bucket, sum(steps)::int as steps, round(sum(seconds)::numeric, 6) as seconds from worker.step_minutes group by 1, 2, 3 order by 1, 2, 3`;
+    expect(minutes).toEqual(totals);
+    expect(totals.length).toBeGreaterThan(0);
+    const [old] = await h.sql`select count(*)::int as n from worker.step_minutes where minute < now() - interval '7 days'`;
+    expect(old!.n).toBe(0); // pruned past 7 days
+
+    const res = await page('/dashboard/history?window=1h');
+    expect(res.status).toBe(200);
+    for (const id of ['throughput', 'failure-rate', 'latency']) expect(res.text).toMatch(new RegExp(`<figure class="chart" id="${id}"><svg viewBox="0 0 720 180" role="img"`));
+    const [fail] = await h.sql`select sum(steps)::int as steps, (sum(steps) filter (where outcome = 'failed'))::int as failed from worker.step_minutes where type = 'fail'`;
+    expect(res.text).toMatch(new RegExp(`<tr data-type="fail"><td>fail</td><td data-steps="">${fail!.steps}</td><td data-done="">0</td><td data-failures="">${fail!.failed}</td><td data-failure-rate="">100%</td>`));
+    expect(res.text).toContain('<span class="legend" data-line="countdown">');
+    expect((await page('/dashboard/history?window=DROP')).text).toContain('<strong>last 6h</strong>'); // an unknown window is the default
+  });
+
+  it('reads a p95 from the duration histogram', () => {
+    expect(histogramQuantile([0, 0, 0], [0.01, 0.05], 0.95)).toBe(0);
+    expect(histogramQuantile([95, 5, 0], [0.01, 0.05], 0.95)).toBe(0.01);
+    expect(histogramQuantile([94, 6, 0], [0.01, 0.05], 0.95)).toBe(0.05);
+    expect(histogramQuantile([1, 0, 99], [0.01, 0.05], 0.95)).toBe(Infinity);
+  });
+});
+
+describe("a build's log on its page", () => {
+  it('shows the archived tail, scrubbed and escaped, reloading while the build runs', async () => {
+    const build = await enqueueQueued('build', { accountId: 'acct-1', serviceId: 'svc', branch: 'main', commitSha: 'def' });
+    expect((await page(`/dashboard/jobs/${build}`)).text).not.toContain('id="build-log-panel"'); // not started: no log yet
+    await h.sql`update worker.jobs set started_at = now(), step = 'poll' where id = ${build}`;
+    const lines = Array.from({ length: 250 }, (_, i) => `line ${i}`);
+    await h.env.BUILD_LOGS.put(archiveKey(build), [...lines, `token ${CANARY}`, '<script>alert(1)</script>', ''].join('\n'));
+    const view = await page(`/dashboard/jobs/${build}`);
+    expect(view.text).toContain('<h2>Build log (live: reloads every 10 s)</h2>');
+    expect(view.text).toContain('<meta http-equiv="refresh" content="10"/>');
+    expect(view.text).toMatch(/<pre class="json log" id="build-log-tail" data-lines="200">line 52\n/);
+    expect(view.text).toContain('token [redacted]\n&lt;script&gt;alert(1)&lt;/script&gt;</pre>');
+    expect(view.text).not.toContain(CANARY);
+    expect(view.text).not.toContain('<script>');
+    expect(view.text).toContain(`The last 200 of 252 lines; <a href="/dashboard/builds/${build}/log">the whole log</a>.`);
+    expect(view.headers.get('content-security-policy')).toContain("default-src 'none'"); // still no script may run
   });
 });
 
