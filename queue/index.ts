@@ -22,3 +22,4 @@ export * from './schedules.ts';
 export * from './upkeep.ts';
 export * from './alert-rows.ts';
 export { sampleJobTypes } from './samples.ts';
+export * from './flow-control.ts';
