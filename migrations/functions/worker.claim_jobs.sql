@@ -36,7 +36,10 @@ declare
   v_rwalk     jsonb;               -- the walk's per-rate-key room
   v_rkeys     text[];              -- the round's candidates' rate keys
   v_cand      uuid[];              -- the fair round's candidates, in turn order
-  v_fair_short boolean := false;   -- the fair round had fewer than p_limit: the walk may find more
+  v_fair_short boolean := false;
+  v_paused    boolean;             -- any pause in force
+  v_rated     boolean;             -- any rate key declared
+  v_fair      boolean;             -- any queued job with a fairness key   -- the fair round had fewer than p_limit: the walk may find more
 begin
   if p_limit < 1 then return; end if;
   if exists (select 1 from worker.jobs j where j.status = 'running' and j.locked_until < v_now) then
@@ -46,11 +49,15 @@ begin
   -- Flow control (0210). A paused pool's runner claims nothing; a paused type's jobs are left
   -- queued. A rate key whose window is full or that a 429 paused is skipped from the start;
   -- one that fills during this claim joins it.
-  if exists (select 1 from worker.pauses) then
+  -- (one statement for the three probes: the common path, with none of them, pays one)
+  select exists (select 1 from worker.pauses), exists (select 1 from worker.rate_limits),
+         exists (select 1 from worker.jobs j where j.status = 'queued' and j.fair_key is not null)
+    into v_paused, v_rated, v_fair;
+  if v_paused then
     if exists (select 1 from worker.pauses p where p.kind = 'pool' and p.name = p_pool) then return; end if;
     select array_agg(p.name) into v_skip_types from worker.pauses p where p.kind = 'type';
   end if;
-  if exists (select 1 from worker.rate_limits) then
+  if v_rated then
     select coalesce(array_agg(r.key), '{}') into v_rblocked from worker.rate_limits r where worker.rate_limit_room(r, v_now) <= 0;
   end if;
 
@@ -81,7 +88,7 @@ begin
   loop
     v_round := v_round + 1;
     v_losses := cardinality(v_lost);
-    if v_round = 1 and exists (select 1 from worker.jobs j where j.status = 'queued' and j.fair_key is not null) then
+    if v_round = 1 and v_fair then
       -- Fair queueing: the first round takes its candidates round-robin across fairness keys;
       -- later rounds (the walk) fill what is left in claim order.
       v_cand := worker.fair_claim_candidates(p_pool, p_types, p_limit, v_now, v_budget, v_max_rank, v_skip_types, v_rblocked);
