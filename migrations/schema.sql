@@ -275,6 +275,14 @@ create table worker.event_rollup (
   constraint event_rollup_pkey PRIMARY KEY (id)
 );
 
+create table worker.fair_weights (
+  key text not null,
+  weight integer not null,
+  constraint fair_weights_key_check CHECK (((char_length(key) >= 1) AND (char_length(key) <= 200))),
+  constraint fair_weights_pkey PRIMARY KEY (key),
+  constraint fair_weights_weight_check CHECK (((weight >= 1) AND (weight <= 100)))
+);
+
 create table worker.job_counters (
   type text not null,
   counter text not null,
@@ -304,6 +312,8 @@ create table worker.job_types (
   concurrency_limit integer,
   deadline_ms bigint,
   deadline_severity text,
+  rate_key text,
+  fair_key text,
   constraint job_types_access_check CHECK ((access = ANY (ARRAY['public'::text, 'internal'::text]))),
   constraint job_types_concurrency_key_check CHECK (((concurrency_key ~ '^[^{}]+(\{[A-Za-z_][A-Za-z0-9_]*\}[^{}]*)*$'::text) AND (char_length(concurrency_key) <= 200))),
   constraint job_types_concurrency_limit_check CHECK (((concurrency_limit >= 1) AND (concurrency_limit <= 10000))),
@@ -312,10 +322,12 @@ create table worker.job_types (
   constraint job_types_deadline_pair CHECK (((deadline_ms IS NULL) = (deadline_severity IS NULL))),
   constraint job_types_deadline_severity_check CHECK ((deadline_severity = ANY (ARRAY['warning'::text, 'critical'::text]))),
   constraint job_types_enqueue_via_check CHECK (((char_length(enqueue_via) >= 1) AND (char_length(enqueue_via) <= 200))),
+  constraint job_types_fair_key_check CHECK (((fair_key ~ '^[^{}]+(\{[A-Za-z_][A-Za-z0-9_]*\}[^{}]*)*$'::text) AND (char_length(fair_key) <= 200))),
   constraint job_types_lease_ms_check CHECK (((lease_ms >= 1000) AND (lease_ms <= 3600000))),
   constraint job_types_max_attempts_check CHECK ((max_attempts >= 1)),
   constraint job_types_payload_schema_check CHECK (((payload_schema IS NULL) OR (jsonb_typeof(payload_schema) = 'object'::text))),
   constraint job_types_pkey PRIMARY KEY (type),
+  constraint job_types_rate_key_fkey FOREIGN KEY (rate_key) REFERENCES worker.rate_limits(key),
   constraint job_types_type_check CHECK ((type ~ '^[a-z][a-z0-9_]{0,62}$'::text)),
   constraint job_types_weight_fkey FOREIGN KEY (weight) REFERENCES worker.weight_classes(name)
 );
@@ -356,6 +368,8 @@ create table worker.jobs (
   enqueued_event_id bigint,
   deadline_at timestamp with time zone,
   deadline_severity text,
+  rate_key text,
+  fair_key text,
   constraint jobs_check CHECK (((concurrency_key IS NULL) = (concurrency_limit IS NULL))),
   constraint jobs_check1 CHECK (((result IS NULL) OR (status = 'done'::text))),
   constraint jobs_check2 CHECK (((status = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text, 'oom_killed'::text])) = (finished_at IS NOT NULL))),
@@ -388,6 +402,19 @@ create table worker.leader_lease (
   constraint leader_lease_pkey PRIMARY KEY (name)
 );
 
+create table worker.pauses (
+  kind text not null,
+  name text not null,
+  paused_by text not null,
+  paused_at timestamp with time zone default now() not null,
+  reason text not null,
+  constraint pauses_kind_check CHECK ((kind = ANY (ARRAY['type'::text, 'pool'::text]))),
+  constraint pauses_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 200))),
+  constraint pauses_paused_by_check CHECK (((char_length(paused_by) >= 1) AND (char_length(paused_by) <= 200))),
+  constraint pauses_pkey PRIMARY KEY (kind, name),
+  constraint pauses_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 500)))
+);
+
 create table worker.pool_capacity (
   pool text not null,
   enabled boolean default true not null,
@@ -410,6 +437,20 @@ create table worker.pool_capacity_windows (
   constraint pool_capacity_windows_pkey PRIMARY KEY (pool, name),
   constraint pool_capacity_windows_pool_fkey FOREIGN KEY (pool) REFERENCES worker.pool_capacity(pool) ON DELETE CASCADE,
   constraint pool_capacity_windows_starts_check CHECK ((starts < '24:00:00'::time without time zone))
+);
+
+create table worker.rate_limits (
+  key text not null,
+  max_starts integer not null,
+  per_ms bigint not null,
+  starts timestamp with time zone[] default '{}'::timestamp with time zone[] not null,
+  paused_until timestamp with time zone,
+  pause_reason text,
+  updated_at timestamp with time zone default now() not null,
+  constraint rate_limits_key_check CHECK ((((char_length(key) >= 1) AND (char_length(key) <= 200)) AND (key !~ '[{}]'::text))),
+  constraint rate_limits_max_starts_check CHECK (((max_starts >= 1) AND (max_starts <= 100000))),
+  constraint rate_limits_per_ms_check CHECK (((per_ms >= 1000) AND (per_ms <= 604800000))),
+  constraint rate_limits_pkey PRIMARY KEY (key)
 );
 
 create table worker.schedule_runs (
@@ -581,6 +622,8 @@ CREATE INDEX jobs_dedupe_key_idx ON worker.jobs USING btree (dedupe_key) WHERE (
 CREATE UNIQUE INDEX jobs_dedupe_waiting_uq ON worker.jobs USING btree (dedupe_key) WHERE ((status = 'queued'::text) AND (started_at IS NULL) AND (dedupe_key IS NOT NULL));
 
 CREATE INDEX jobs_due_idx ON worker.jobs USING btree (run_at) WHERE (status = 'queued'::text);
+
+CREATE INDEX jobs_fair_idx ON worker.jobs USING btree (fair_key, priority, run_at) WHERE ((status = 'queued'::text) AND (fair_key IS NOT NULL));
 
 CREATE INDEX jobs_finished_idx ON worker.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
@@ -849,6 +892,28 @@ begin
   return new;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.claim_eligible(j worker.jobs, p_pool text, p_types text[], p_now timestamp with time zone, p_budget integer, p_max_rank integer, p_skip_types text[], p_rate_blocked text[])
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- What worker.claim_jobs asks of a due queued job before it takes it, as one predicate for the
+  -- fair claim's lanes (worker.fair_claim_candidates). The claim's own walks state it inline:
+  -- a call per row would cost the common path, which has no lanes.
+  select (j.pool is null or j.pool is not distinct from p_pool)
+     and (p_types is null or j.type = any (p_types))
+     and (p_skip_types is null or j.type <> all (p_skip_types))
+     and (j.rate_key is null or j.rate_key <> all (p_rate_blocked))
+     and (p_budget is null or (select w.cost <= p_budget and w.rank <= coalesce(p_max_rank, w.rank)
+                                 from worker.weight_classes w where w.name = j.weight))
+     and (j.concurrency_key is null or
+          (select count(*) from worker.jobs r
+            where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= p_now) < j.concurrency_limit)
+     and (j.dedupe_key is null or j.started_at is not null or not exists (
+           select 1 from worker.jobs a
+            where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.claim_jobs(p_worker text, p_pool text, p_limit integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_types text[] DEFAULT NULL::text[])
  RETURNS SETOF worker.jobs
  LANGUAGE plpgsql
@@ -880,10 +945,36 @@ declare
   v_last      text;                -- the greatest of them: later waits are only for keys after it
   v_got       text[];
   v_salt      text;                -- the fence tokens' random half, one per claim (see below)
+  v_skip_types text[];             -- paused job types (0210); null: none
+  v_rblocked  text[] := '{}';      -- rate keys with no room for this claim: paused, full, or held by another claim
+  v_rheld     text[] := '{}';      -- rate keys this claim has locked
+  v_rroom     jsonb := '{}'::jsonb; -- per held rate key: the starts it may still admit
+  v_rwalk     jsonb;               -- the walk's per-rate-key room
+  v_rkeys     text[];              -- the round's candidates' rate keys
+  v_cand      uuid[];              -- the fair round's candidates, in turn order
+  v_fair_short boolean := false;
+  v_paused    boolean;             -- any pause in force
+  v_rated     boolean;             -- any rate key declared
+  v_fair      boolean;             -- any queued job with a fairness key   -- the fair round had fewer than p_limit: the walk may find more
 begin
   if p_limit < 1 then return; end if;
   if exists (select 1 from worker.jobs j where j.status = 'running' and j.locked_until < v_now) then
     perform worker.rescue_expired_leases(p_limit, v_now);
+  end if;
+
+  -- Flow control (0210). A paused pool's runner claims nothing; a paused type's jobs are left
+  -- queued. A rate key whose window is full or that a 429 paused is skipped from the start;
+  -- one that fills during this claim joins it.
+  -- (one statement for the three probes: the common path, with none of them, pays one)
+  select exists (select 1 from worker.pauses), exists (select 1 from worker.rate_limits),
+         exists (select 1 from worker.jobs j where j.status = 'queued' and j.fair_key is not null)
+    into v_paused, v_rated, v_fair;
+  if v_paused then
+    if exists (select 1 from worker.pauses p where p.kind = 'pool' and p.name = p_pool) then return; end if;
+    select array_agg(p.name) into v_skip_types from worker.pauses p where p.kind = 'type';
+  end if;
+  if v_rated then
+    select coalesce(array_agg(r.key), '{}') into v_rblocked from worker.rate_limits r where worker.rate_limit_room(r, v_now) <= 0;
   end if;
 
   if p_pool is not null then
@@ -913,15 +1004,38 @@ begin
   loop
     v_round := v_round + 1;
     v_losses := cardinality(v_lost);
-    if v_round = 1 then
+    if v_round = 1 and v_fair then
+      -- Fair queueing: the first round takes its candidates round-robin across fairness keys;
+      -- later rounds (the walk) fill what is left in claim order.
+      v_cand := worker.fair_claim_candidates(p_pool, p_types, p_limit, v_now, v_budget, v_max_rank, v_skip_types, v_rblocked);
+      exit when cardinality(v_cand) = 0;
+      select array_agg(x.id order by array_position(v_cand, x.id)),
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null),
+             array_agg(distinct x.rate_key) filter (where x.rate_key is not null)
+        into v_ids, v_keys, v_rkeys
+        from (select j.id, j.concurrency_key, j.rate_key
+                from worker.jobs j
+               where j.id = any (v_cand) and j.status = 'queued' and j.run_at <= v_now
+                 for update of j skip locked) x;
+      v_lost := v_lost || array(select u.id from unnest(v_cand) u(id) where u.id <> all (coalesce(v_ids, '{}')));
+      v_fair_short := cardinality(v_cand) < p_limit;
+      continue when v_ids is null;  -- all locked by other claims: walk past them
+      if v_budget is null and v_keys is null and v_rkeys is null and cardinality(v_lost) = 0 and not v_fair_short then
+        v_admitted := v_ids;
+        exit;
+      end if;
+    elsif v_round = 1 then
       select array_agg(x.id order by x.priority, x.run_at),
-             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
-        into v_ids, v_keys
-        from (select j.id, j.priority, j.run_at, j.concurrency_key
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null),
+             array_agg(distinct x.rate_key) filter (where x.rate_key is not null)
+        into v_ids, v_keys, v_rkeys
+        from (select j.id, j.priority, j.run_at, j.concurrency_key, j.rate_key
                 from worker.jobs j
                where j.status = 'queued' and j.run_at + interval '0' <= v_now
                  and (j.pool is null or j.pool is not distinct from p_pool)
                  and (p_types is null or j.type = any (p_types))
+                 and (v_skip_types is null or j.type <> all (v_skip_types))
+                 and (j.rate_key is null or j.rate_key <> all (v_rblocked))
                  and (v_budget is null or (select w.cost <= v_budget and w.rank <= coalesce(v_max_rank, w.rank)
                                              from worker.weight_classes w where w.name = j.weight))
                  and (j.concurrency_key is null or
@@ -934,7 +1048,7 @@ begin
                limit p_limit
                  for update of j skip locked) x;
       exit when v_ids is null;
-      if v_budget is null and v_keys is null then
+      if v_budget is null and v_keys is null and v_rkeys is null then
         v_admitted := v_ids;  -- the common case: no limits apply
         exit;
       end if;
@@ -944,12 +1058,15 @@ begin
       v_picked := '{}';
       v_spend := 0;
       v_room := '{}'::jsonb;
+      v_rwalk := '{}'::jsonb;
       open cur for
-        select j.id, j.concurrency_key, j.concurrency_limit, w.cost
+        select j.id, j.concurrency_key, j.concurrency_limit, j.rate_key, w.cost
           from worker.jobs j join worker.weight_classes w on w.name = j.weight
          where j.status = 'queued' and j.run_at + interval '0' <= v_now
            and (j.pool is null or j.pool is not distinct from p_pool)
            and (p_types is null or j.type = any (p_types))
+           and (v_skip_types is null or j.type <> all (v_skip_types))
+           and (j.rate_key is null or j.rate_key <> all (v_rblocked))
            and (v_budget is null or w.cost <= v_budget) and (v_max_rank is null or w.rank <= v_max_rank)
            and j.id <> all (v_admitted) and j.id <> all (v_lost)
            and (j.concurrency_key is null or (j.concurrency_key <> all (v_full) and
@@ -963,6 +1080,14 @@ begin
         fetch cur into c;
         exit when not found;
         continue when v_budget is not null and v_spend + c.cost > v_budget;
+        if c.rate_key is not null then
+          if not v_rwalk ? c.rate_key then
+            -- a key this claim holds: the room it counted; another: as this snapshot has it
+            v_rwalk := v_rwalk || jsonb_build_object(c.rate_key, coalesce((v_rroom->>c.rate_key)::int,
+                         (select worker.rate_limit_room(r, v_now) from worker.rate_limits r where r.key = c.rate_key), 0));
+          end if;
+          continue when (v_rwalk->>c.rate_key)::int <= 0;
+        end if;
         if c.concurrency_key is not null then
           if not v_room ? c.concurrency_key then
             select count(*) into v_n from worker.jobs r
@@ -973,6 +1098,9 @@ begin
           continue when (v_room->>c.concurrency_key)::int <= 0;
           v_room := v_room || jsonb_build_object(c.concurrency_key, (v_room->>c.concurrency_key)::int - 1);
         end if;
+        if c.rate_key is not null then
+          v_rwalk := v_rwalk || jsonb_build_object(c.rate_key, (v_rwalk->>c.rate_key)::int - 1);
+        end if;
         v_picked := v_picked || c.id;
         v_spend := v_spend + c.cost;
         exit when cardinality(v_admitted) + cardinality(v_picked) >= p_limit
@@ -982,9 +1110,10 @@ begin
       exit when cardinality(v_picked) = 0;
       -- Lock the picks; one another claim locked first is lost to this claim.
       select array_agg(x.id order by x.priority, x.run_at),
-             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
-        into v_ids, v_keys
-        from (select j.id, j.priority, j.run_at, j.concurrency_key
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null),
+             array_agg(distinct x.rate_key) filter (where x.rate_key is not null)
+        into v_ids, v_keys, v_rkeys
+        from (select j.id, j.priority, j.run_at, j.concurrency_key, j.rate_key
                 from worker.jobs j
                where j.id = any (v_picked) and j.status = 'queued' and j.run_at <= v_now
                order by j.priority, j.run_at
@@ -1022,12 +1151,30 @@ begin
                group by j.concurrency_key) r;
     end if;
 
-    for c in select j.id, j.concurrency_key, j.concurrency_limit, w.cost
+    if v_rkeys is not null then
+      -- Rate keys are locked only if free (SKIP LOCKED): a claim never waits for one, so they add
+      -- no edge to the key locks' order; one another claim holds has no room for this claim.
+      -- The room is counted after the lock, when no other claim can add a start.
+      select coalesce(array_agg(l.key), '{}') into v_got
+        from (select r.key from worker.rate_limits r
+               where r.key = any (v_rkeys) and r.key <> all (v_rheld) order by r.key for update skip locked) l;
+      v_rblocked := v_rblocked || array(select k from unnest(v_rkeys) k where k <> all (v_rheld) and k <> all (v_got));
+      select v_rroom || coalesce(jsonb_object_agg(r.key, worker.rate_limit_room(r, v_now)), '{}'::jsonb) into v_rroom
+        from worker.rate_limits r where r.key = any (v_got);
+      v_rheld := v_rheld || v_got;
+    end if;
+
+    for c in select j.id, j.concurrency_key, j.concurrency_limit, j.rate_key, w.cost
                from unnest(v_ids) with ordinality u(id, ord)
                join worker.jobs j on j.id = u.id
                join worker.weight_classes w on w.name = j.weight
               order by u.ord loop
       if (v_budget is not null and c.cost > v_budget) or cardinality(v_admitted) >= p_limit then
+        v_lost := v_lost || c.id;
+        continue;
+      end if;
+      if c.rate_key is not null and (c.rate_key <> all (v_rheld) or coalesce((v_rroom->>c.rate_key)::int, 0) <= 0) then
+        v_rblocked := v_rblocked || c.rate_key;
         v_lost := v_lost || c.id;
         continue;
       end if;
@@ -1040,14 +1187,31 @@ begin
         end if;
         v_taken := v_taken || jsonb_build_object(c.concurrency_key, coalesce((v_taken->>c.concurrency_key)::int, 0) + 1);
       end if;
+      if c.rate_key is not null then
+        v_rroom := v_rroom || jsonb_build_object(c.rate_key, (v_rroom->>c.rate_key)::int - 1);
+      end if;
       v_admitted := v_admitted || c.id;
       if v_budget is not null then v_budget := v_budget - c.cost; end if;
     end loop;
-    -- A round that lost nothing admitted all it found: the queue has no more for this claim.
-    exit when cardinality(v_admitted) >= p_limit or v_budget <= 0 or cardinality(v_lost) = v_losses;
+    -- A round that lost nothing admitted all it found: the queue has no more for this claim
+    -- (unless the fair round's lanes stopped short of the batch).
+    exit when cardinality(v_admitted) >= p_limit or v_budget <= 0 or (cardinality(v_lost) = v_losses and not v_fair_short);
+    v_fair_short := false;
   end loop;
 
   if cardinality(v_admitted) = 0 then return; end if;
+  if cardinality(v_rheld) > 0 then
+    -- The admitted starts join their keys' logs, which keep a minute past the window: a claim
+    -- that began earlier but commits later counts from its own, earlier now.
+    update worker.rate_limits r
+       set starts = array(select s from unnest(r.starts) s
+                           where s > v_now - make_interval(secs => r.per_ms / 1000.0) - interval '1 minute')
+                    || array_fill(v_now, array[a.n]),
+           updated_at = v_now
+      from (select j.rate_key, count(*)::int as n from worker.jobs j
+             where j.id = any (v_admitted) and j.rate_key = any (v_rheld) group by j.rate_key) a
+     where r.key = a.rate_key;
+  end if;
   -- Each claimed row takes its claimed event's id (the event is held on the row, 0160). Its
   -- fence token is 64 random bits drawn once for this claim, then the job id's random low half:
   -- one strong random draw per claim instead of one per job (that was 3 % of a claim and
@@ -1288,6 +1452,7 @@ begin
                where jsonb_typeof(x) <> 'object'
                   or exists (select 1 from jsonb_object_keys(x) k where k not in ('type', 'payload', 'priority', 'maxAttempts'))
                   or jsonb_typeof(x->'type') is distinct from 'string' or t.type is null or t.concurrency_key is not null
+                  or t.rate_key is not null or t.fair_key is not null
                   or jsonb_typeof(coalesce(x->'payload', '{}'::jsonb)) <> 'object'
                   or (x ? 'priority' and not (jsonb_typeof(x->'priority') = 'number'
                         and (x->'priority')::numeric = trunc((x->'priority')::numeric) and (x->'priority')::numeric between 0 and 1000))
@@ -1333,18 +1498,21 @@ begin
                coalesce((x.e->'maxAttempts')::numeric::int, t.max_attempts) as max_attempts, null::text as pool, t.weight,
                null::text as concurrency_key, null::int as concurrency_limit, v_now as created_at,
                -- the type's deadline, from the row already joined (0180)
-               v_now + make_interval(secs => t.deadline_ms / 1000.0) as deadline_at, t.deadline_severity
+               v_now + make_interval(secs => t.deadline_ms / 1000.0) as deadline_at, t.deadline_severity,
+               null::text as rate_key, null::text as fair_key
           from elements x join worker.job_types t on t.type = x.e->>'type'
         union all
         select r.ordinality, r.id, r.type, r.payload, r.priority, r.run_at, r.max_attempts, r.pool, r.weight,
-               r.concurrency_key, r.concurrency_limit, r.created_at, r.deadline_at, r.deadline_severity
+               r.concurrency_key, r.concurrency_limit, r.created_at, r.deadline_at, r.deadline_severity, r.rate_key, r.fair_key
           from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
       ), ins as (
         -- the enqueued event is held on the row (0160): it takes only its id here
         insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
-                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id, deadline_at, deadline_severity)
+                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id, deadline_at, deadline_severity,
+                                 rate_key, fair_key)
         select i.id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.pool, i.weight,
-               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq'), i.deadline_at, i.deadline_severity
+               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq'), i.deadline_at, i.deadline_severity,
+               i.rate_key, i.fair_key
           from input i order by i.ordinality
         returning *
       )
@@ -1444,10 +1612,11 @@ begin
     end if;
 
     insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, dedupe_key, submit_key,
-                             pool, weight, concurrency_key, concurrency_limit, created_at, deadline_at, deadline_severity)
+                             pool, weight, concurrency_key, concurrency_limit, created_at, deadline_at, deadline_severity,
+                             rate_key, fair_key)
     values (p_job.id, p_job.type, p_job.payload, p_job.priority, p_job.run_at, p_job.max_attempts, p_job.dedupe_key,
             p_job.submit_key, p_job.pool, p_job.weight, p_job.concurrency_key, p_job.concurrency_limit, p_job.created_at,
-            p_job.deadline_at, p_job.deadline_severity)
+            p_job.deadline_at, p_job.deadline_severity, p_job.rate_key, p_job.fair_key)
     on conflict do nothing
     returning * into v_row;
     if found then
@@ -1530,6 +1699,58 @@ begin
   return v_job;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.fair_claim_candidates(p_pool text, p_types text[], p_limit integer, p_now timestamp with time zone, p_budget integer, p_max_rank integer, p_skip_types text[], p_rate_blocked text[])
+ RETURNS uuid[]
+ LANGUAGE sql
+ STABLE
+ SET enable_bitmapscan TO 'off'
+ SET enable_seqscan TO 'off'
+AS $function$
+  -- A claim's candidates when due jobs carry fairness keys, in turn order: each key is a lane
+  -- (the jobs without a key one more), a lane's n-th job in (priority, run_at) order takes turn
+  -- n / weight, and the batch is the first p_limit turns. So a key with 10,000 due jobs and a key
+  -- with one share the first turn, whatever their order by run_at. A lane gives at most
+  -- p_limit / lanes + 1 jobs (times its weight): enough for its turns in this batch, so a claim
+  -- reads a bounded number of each key's rows. The keys are found by a skip scan of
+  -- jobs_fair_idx: one probe per key with queued jobs.
+  with recursive keys(key) as (
+    (select j.fair_key from worker.jobs j
+      where j.status = 'queued' and j.fair_key is not null order by j.fair_key limit 1)
+    union all
+    select (select j.fair_key from worker.jobs j
+             where j.status = 'queued' and j.fair_key > k.key order by j.fair_key limit 1)
+      from keys k where k.key is not null
+  ), lanes as (
+    select k.key, coalesce(w.weight, 1) as weight
+      from keys k left join worker.fair_weights w on w.key = k.key
+     where k.key is not null
+  ), quota as (
+    select p_limit / (count(*) + 1) + 1 as per_turn from lanes
+  ), turns as (
+    select l.id, l.priority, l.run_at, l.n::float8 / ln.weight as turn
+      from lanes ln cross join quota q
+      cross join lateral (
+        select j.id, j.priority, j.run_at, row_number() over (order by j.priority, j.run_at) as n
+          from worker.jobs j
+         where j.status = 'queued' and j.fair_key = ln.key and j.run_at + interval '0' <= p_now
+           and worker.claim_eligible(j, p_pool, p_types, p_now, p_budget, p_max_rank, p_skip_types, p_rate_blocked)
+         order by j.priority, j.run_at
+         limit least(p_limit, q.per_turn * ln.weight)) l
+    union all
+    select u.id, u.priority, u.run_at, u.n::float8
+      from quota q
+      cross join lateral (
+        select j.id, j.priority, j.run_at, row_number() over (order by j.priority, j.run_at) as n
+          from worker.jobs j
+         where j.status = 'queued' and j.fair_key is null and j.run_at + interval '0' <= p_now
+           and worker.claim_eligible(j, p_pool, p_types, p_now, p_budget, p_max_rank, p_skip_types, p_rate_blocked)
+         order by j.priority, j.run_at
+         limit least(p_limit, q.per_turn)) u
+  )
+  select coalesce(array_agg(c.id order by c.turn, c.priority, c.run_at), '{}')
+    from (select t.id, t.turn, t.priority, t.run_at from turns t order by t.turn, t.priority, t.run_at limit p_limit) c
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.in_time_window(p_at time without time zone, p_starts time without time zone, p_ends time without time zone)
  RETURNS boolean
  LANGUAGE sql
@@ -1559,6 +1780,41 @@ begin
       using errcode = 'SB409';
   end if;
   return v_job;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.pause_claims(p_kind text, p_name text, p_paused_by text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.pauses
+ LANGUAGE plpgsql
+AS $function$
+-- Pause a job type or a pool: claims skip it from the next claim on; nothing else changes.
+declare
+  v_row worker.pauses;
+begin
+  if p_kind is null or p_kind not in ('type', 'pool') then
+    raise exception 'kind must be ''type'' or ''pool'', got %', coalesce(p_kind, 'null') using errcode = 'SB400', column = 'kind';
+  end if;
+  if p_name is null or char_length(p_name) not between 1 and 200 then
+    raise exception 'name must be 1 to 200 characters' using errcode = 'SB400', column = 'name';
+  end if;
+  if p_kind = 'type' and not exists (select 1 from worker.job_types t where t.type = p_name) then
+    raise exception 'unknown job type "%"', p_name using errcode = 'SB404', column = 'name';
+  end if;
+  if p_paused_by is null or char_length(p_paused_by) not between 1 and 200 then
+    raise exception 'pausedBy must be 1 to 200 characters' using errcode = 'SB400', column = 'pausedBy';
+  end if;
+  if p_reason is null or char_length(btrim(p_reason)) not between 1 and 500 then
+    raise exception 'reason must be 1 to 500 characters' using errcode = 'SB400', column = 'reason';
+  end if;
+  insert into worker.pauses (kind, name, paused_by, paused_at, reason)
+  values (p_kind, p_name, p_paused_by, coalesce(p_now, now()), btrim(p_reason))
+  on conflict do nothing
+  returning * into v_row;
+  if not found then
+    select * into v_row from worker.pauses p where p.kind = p_kind and p.name = p_name;
+    raise exception '% "%" is already paused (by %, at %: %)', p_kind, p_name, v_row.paused_by, v_row.paused_at, v_row.reason
+      using errcode = 'SB409', column = 'name';
+  end if;
+  return v_row;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.payload_value_error(s jsonb, v jsonb)
@@ -1772,6 +2028,11 @@ begin
   v_job.pool := p_pool;
   v_job.concurrency_key := v_key;
   v_job.concurrency_limit := v_limit;
+  -- The type's rate key and fairness key (0210), from the type alone: no caller moves a job off them.
+  v_job.rate_key := v_type.rate_key;
+  if v_type.fair_key is not null then
+    v_job.fair_key := worker.type_concurrency_key(v_type.fair_key, p_payload);
+  end if;
   v_job.created_at := coalesce(p_now, now());
   job := v_job;
   -- What makes two submissions "the same request", besides the payload (time fields excluded:
@@ -1827,6 +2088,20 @@ AS $function$
     returning 1
   )
   select exists (select from ins)
+$function$;
+
+CREATE OR REPLACE FUNCTION worker.rate_limit_room(r worker.rate_limits, p_now timestamp with time zone)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- How many steps of the key may start at p_now: none while the key is paused, else the limit
+  -- less the starts in the window ending at p_now. Starts stamped after p_now count too: a claim
+  -- whose transaction began earlier may commit after one that began later, and counting them
+  -- keeps every window of per_ms at most max_starts whatever order the claims commit in.
+  select case when r.paused_until > p_now then 0
+              else r.max_starts - (select count(*)::int from unnest(r.starts) s
+                                    where s >= p_now - make_interval(secs => r.per_ms / 1000.0)) end
 $function$;
 
 CREATE OR REPLACE FUNCTION worker.record_depth_snapshot(p_at timestamp with time zone, p_retention_ms bigint DEFAULT 604800000)
@@ -2026,6 +2301,24 @@ begin
   return null;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.resume_claims(p_kind text, p_name text)
+ RETURNS worker.pauses
+ LANGUAGE plpgsql
+AS $function$
+-- Resume a paused job type or pool: the next claim takes its jobs again. Answers the pause it ended.
+declare
+  v_row worker.pauses;
+begin
+  if p_kind is null or p_kind not in ('type', 'pool') then
+    raise exception 'kind must be ''type'' or ''pool'', got %', coalesce(p_kind, 'null') using errcode = 'SB400', column = 'kind';
+  end if;
+  delete from worker.pauses p where p.kind = p_kind and p.name = p_name returning * into v_row;
+  if not found then
+    raise exception '% "%" is not paused', p_kind, coalesce(p_name, 'null') using errcode = 'SB409', column = 'name';
+  end if;
+  return v_row;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.resume_job(p_id uuid, p_expect_step text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS worker.jobs
  LANGUAGE plpgsql
@@ -2155,6 +2448,43 @@ begin
            j.deadline_at, j.deadline_severity)), '[]'::json)
     into v_jobs from worker.claim_jobs(p_worker, p_pool, p_limit, p_now, p_types) j;
   return json_build_object('settled', v_settled, 'jobs', v_jobs);
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.settle_rate_limited(p_id uuid, p_token uuid, p_retry_after_ms bigint, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS text
+ LANGUAGE plpgsql
+AS $function$
+-- A step of a rate-limited job was refused by its provider (a 429 with Retry-After): pause the
+-- job's rate key until then and queue the job for that moment, its attempt unspent (the step did
+-- not fail; the provider was busy). Answers 'paused'; 'no_key' for a job without a rate key
+-- (nothing changed: the caller retries it as any error); 'lost' when the lease is not held.
+declare
+  v_now   timestamptz := coalesce(p_now, now());
+  v_key   text;
+  v_until timestamptz;
+begin
+  if p_retry_after_ms is null or p_retry_after_ms < 0 or p_retry_after_ms > 86400000 then
+    raise exception 'retry_after_ms must be from 0 to 86400000 (a day), got %', p_retry_after_ms
+      using errcode = 'SB400', column = 'retryAfterMs';
+  end if;
+  select j.rate_key into v_key from worker.jobs j
+   where j.id = p_id and j.lease_token = p_token and j.status = 'running' for update;
+  if not found then return 'lost'; end if;
+  if v_key is null then return 'no_key'; end if;
+  -- A later Retry-After never shortens a pause another step of the key set.
+  update worker.rate_limits r
+     set paused_until = greatest(r.paused_until, v_now + make_interval(secs => p_retry_after_ms / 1000.0)),
+         pause_reason = left(p_error, 500), updated_at = v_now
+   where r.key = v_key
+  returning r.paused_until into v_until;
+  v_until := coalesce(v_until, v_now + make_interval(secs => p_retry_after_ms / 1000.0));
+  update worker.jobs j
+     set status = 'queued', attempts = greatest(j.attempts - 1, 0), locked_until = null, running_pool = null, run_at = v_until
+   where j.id = p_id;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'lease_released',
+          jsonb_build_object('reason', 'rate limited: ' || left(p_error, 500), 'rateKey', v_key, 'until', v_until));
+  return 'paused';
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.step_duration_bounds()

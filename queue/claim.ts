@@ -45,7 +45,7 @@ export async function settleAndClaim(sql: Queryable, completions: Completion[], 
  */
 export const CLAIMED_COLUMNS = JOB_COLUMNS;
 /** The columns of worker.jobs after the claimed ones: the history ids the row holds, which a claim does not return. */
-export { ROW_HELD_EVENT_COLUMNS } from './driver/rows.ts';
+export { CLAIM_ONLY_COLUMNS, ROW_HELD_EVENT_COLUMNS } from './driver/rows.ts';
 
 async function retryingClaim<T>(claim: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {

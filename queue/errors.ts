@@ -49,3 +49,22 @@ export function translatePgError(error: unknown): unknown {
   }
   return error;
 }
+
+/**
+ * Thrown by a handler when a provider refused the step for its rate limit (a 429): a job with a
+ * rate key pauses the whole key for `retryAfterMs` and runs again then, its attempt unspent
+ * (queue/runner/rate-limited.ts). Any error with `rateLimited: true` and a `retryAfterMs` counts
+ * (a port's own error class need not extend this one).
+ */
+export class RateLimitedError extends Error {
+  readonly rateLimited = true;
+  constructor(message: string, readonly retryAfterMs: number) {
+    super(message);
+    this.name = 'RateLimitedError';
+  }
+}
+
+export function isRateLimited(error: unknown): error is { rateLimited: true; retryAfterMs: number; message?: string } {
+  const e = error as { rateLimited?: unknown; retryAfterMs?: unknown } | null;
+  return !!e && typeof e === 'object' && e.rateLimited === true && typeof e.retryAfterMs === 'number' && e.retryAfterMs >= 0;
+}

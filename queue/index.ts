@@ -24,3 +24,4 @@ export * from './step-series.ts';
 export * from './upkeep.ts';
 export * from './alert-rows.ts';
 export { sampleJobTypes } from './samples.ts';
+export * from './flow-control.ts';

@@ -3,6 +3,7 @@ import { readLeaderLease } from './leader.ts';
 import type { DeadlineSeverity, JobStatus } from './job.ts';
 import { rollupJobEvents } from './maintenance/upkeep.ts';
 import * as driver from './driver/metrics.ts';
+import { type Pause, pauseRows, rateLimitRows, type RateLimitState } from './driver/flow-control.ts';
 
 /**
  * The metrics read model: every number read from Postgres at once, so any reader of the fleet
@@ -37,14 +38,20 @@ export interface MetricsSnapshot {
   alerts: { kind: string; fired: number; open: number }[];
   /** When the leader's tick last recorded the queue's depth; null if never. */
   lastTickAt: Date | null;
+  /** Paused job types and pools (0210). */
+  pauses: Pause[];
+  /** Every rate key: its window's starts and a 429's pause. */
+  rateLimits: RateLimitState[];
 }
 
 export async function readMetrics(sql: Queryable, options: { stuckJobMs: number; now?: Date }): Promise<MetricsSnapshot> {
   // Keep the tail short for the readers below; skipped when another roll-up holds the row.
   await rollupJobEvents(sql, options.now ? { now: options.now } : {});
-  const [readings, lease] = await Promise.all([
+  const [readings, lease, pauses, rateLimits] = await Promise.all([
     driver.readMetricReadings(sql, { stuckJobMs: options.stuckJobMs, now: options.now }),
     readLeaderLease(sql),
+    pauseRows(sql),
+    rateLimitRows(sql, options.now),
   ]);
-  return { ...readings, leader: { holder: lease.holder, generation: lease.generation, expiresAt: lease.expiresAt } };
+  return { ...readings, pauses, rateLimits, leader: { holder: lease.holder, generation: lease.generation, expiresAt: lease.expiresAt } };
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Sql } from './db.ts';
 import { upsertJobTypes } from './driver/job-types.ts';
+import { checkFlowControl, rateLimitRows, type TypeRateLimit } from './flow-types.ts';
 import { DEADLINE_SEVERITIES, type DeadlineSeverity, type Job, type Json, type JsonObject } from './job.ts';
 import type { SettleEffect } from './settle.ts';
 
@@ -75,6 +76,18 @@ export interface JobType<P = unknown> {
    * so is a key of this shape on a job of any other type.
    */
   concurrency?: TypeConcurrency;
+  /**
+   * At most `limit` steps of the key's jobs start in any window of `per` (`'10s'`, `'1m'`, `'1h'`,
+   * or milliseconds), across every runner; keys are shared by the types that name them. A step
+   * that throws a rate-limit error (RateLimitedError) pauses the key for its retryAfterMs.
+   */
+  rateLimit?: TypeRateLimit;
+  /**
+   * Claims take due jobs round-robin across fairness keys (a template over the payload's
+   * top-level fields, as a concurrency key: `account:{accountId}`), so one key's flood cannot
+   * hold back another key's job for more than a claim batch.
+   */
+  fairness?: { key: string };
   run(ctx: StepContext<P>): Promise<StepResult>;
   /** Runs when a started job is cancelled: undo or stop work at providers. */
   onCancel?(ctx: StepContext<P>): Promise<void>;
@@ -83,6 +96,8 @@ export interface JobType<P = unknown> {
 }
 
 export type JobAccess = 'public' | 'internal';
+
+export type { TypeRateLimit } from './flow-types.ts';
 
 export interface TypeConcurrency {
   /** A template over the payload's top-level fields: `provision:{accountId}`. */
@@ -118,6 +133,7 @@ function checkDeclaration(t: JobType<any>): void {
     }
     if (t.deadlineMs === undefined) throw new Error(`job type ${t.type}: deadlineSeverity needs a deadlineMs`);
   }
+  checkFlowControl(t);
   const c = t.concurrency;
   if (c !== undefined) {
     if (!CONCURRENCY_TEMPLATE.test(c.key) || c.key.length > 200) {
@@ -180,9 +196,11 @@ export class JobRegistry {
       concurrency_limit: t.concurrency?.limit ?? null,
       deadline_ms: t.deadlineMs ?? null,
       deadline_severity: t.deadlineMs === undefined ? null : (t.deadlineSeverity ?? 'warning'),
+      rate_key: t.rateLimit?.key ?? null,
+      fair_key: t.fairness?.key ?? null,
     }));
     if (rows.length === 0) return;
-    await upsertJobTypes(sql, rows);
+    await upsertJobTypes(sql, rows, rateLimitRows(this.list()));
   }
 }
 

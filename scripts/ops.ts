@@ -7,6 +7,7 @@ import {
   requeueJob, rescueExpiredLeases, runningJobs, ValidationError,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
+import { FLOW_COMMANDS, printFlowControl } from './lib/ops-flow.ts';
 
 // `npm run ops -- <command>`: the operator's quick checks and manual operations over
 // DATABASE_URL (or the running `npm start` stack's database). `npm run inspect` is `ops inspect`.
@@ -15,6 +16,8 @@ const STUCK_MS = 2 * 3_600_000;
 
 interface Options {
   reason?: string;
+  /** Who pauses (pause-type, pause-pool). */
+  by?: string;
   force: boolean;
   olderThanMs: number;
 }
@@ -26,6 +29,8 @@ interface Command {
   destructive?: boolean;
   /** Takes a job id. */
   needsId?: boolean;
+  /** Takes a name: what it names (a job type, a pool). */
+  needsName?: string;
   run(sql: Sql, id: string, options: Options): Promise<void>;
 }
 
@@ -53,7 +58,7 @@ const views = {
 export const COMMANDS: Record<string, Command> = {
   inspect: {
     usage: 'inspect',
-    help: 'depth, lease, running and stuck together (what `npm run inspect` prints)',
+    help: 'depth, lease, running, stuck, pauses and rate limits together (what `npm run inspect` prints)',
     async run(sql, _id, o) {
       await views.depth(sql);
       console.log();
@@ -62,6 +67,8 @@ export const COMMANDS: Record<string, Command> = {
       await views.running(sql);
       console.log();
       await views.stuck(sql, o.olderThanMs);
+      console.log();
+      await printFlowControl(sql);
     },
   },
   depth: { usage: 'depth', help: 'jobs by status and type', run: (sql) => views.depth(sql) },
@@ -124,6 +131,7 @@ export const COMMANDS: Record<string, Command> = {
       console.log(`rescue: requeued ${counts.requeued}, failed ${counts.failed}, oom_killed ${counts.oomKilled}`);
     },
   },
+  ...FLOW_COMMANDS,
 };
 
 export function usage(): string {
@@ -201,6 +209,7 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
     allowPositionals: true,
     options: {
       reason: { type: 'string' },
+      by: { type: 'string' },
       force: { type: 'boolean', default: false },
       'older-than': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -215,7 +224,11 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
   if (spec.needsId && !isJobId(id!)) {
     throw new UsageError(`"${id}" is not a job id (a UUID, as the dashboard and \`npm run ops -- running\` show)`);
   }
-  if (!spec.needsId && id !== undefined) throw new UsageError(`${command} takes no argument, got "${id}"`);
+  if (spec.needsName && !id) throw new UsageError(`${command} needs a ${spec.needsName}: npm run ops -- ${spec.usage}`);
+  if (spec.needsName && command.startsWith('pause-') && !values.reason?.trim()) {
+    throw new UsageError(`${command} needs a reason: npm run ops -- ${spec.usage}`);
+  }
+  if (!spec.needsId && !spec.needsName && id !== undefined) throw new UsageError(`${command} takes no argument, got "${id}"`);
   if (extra.length) throw new UsageError(`unexpected argument(s): ${extra.join(' ')}`);
   if (command === 'fail' && !values.reason?.trim()) throw new UsageError('fail needs a reason: npm run ops -- fail <id> --reason "why"');
   let olderThanMs = STUCK_MS;
@@ -223,7 +236,7 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
     olderThanMs = Number(values['older-than']);
     if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new UsageError(`--older-than must be a number of milliseconds, got ${values['older-than']}`);
   }
-  return { command, id: id ?? '', options: { reason: values.reason, force: values.force, olderThanMs } };
+  return { command, id: id ?? '', options: { reason: values.reason, by: values.by, force: values.force, olderThanMs } };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

@@ -29,10 +29,36 @@ declare
   v_last      text;                -- the greatest of them: later waits are only for keys after it
   v_got       text[];
   v_salt      text;                -- the fence tokens' random half, one per claim (see below)
+  v_skip_types text[];             -- paused job types (0210); null: none
+  v_rblocked  text[] := '{}';      -- rate keys with no room for this claim: paused, full, or held by another claim
+  v_rheld     text[] := '{}';      -- rate keys this claim has locked
+  v_rroom     jsonb := '{}'::jsonb; -- per held rate key: the starts it may still admit
+  v_rwalk     jsonb;               -- the walk's per-rate-key room
+  v_rkeys     text[];              -- the round's candidates' rate keys
+  v_cand      uuid[];              -- the fair round's candidates, in turn order
+  v_fair_short boolean := false;
+  v_paused    boolean;             -- any pause in force
+  v_rated     boolean;             -- any rate key declared
+  v_fair      boolean;             -- any queued job with a fairness key   -- the fair round had fewer than p_limit: the walk may find more
 begin
   if p_limit < 1 then return; end if;
   if exists (select 1 from worker.jobs j where j.status = 'running' and j.locked_until < v_now) then
     perform worker.rescue_expired_leases(p_limit, v_now);
+  end if;
+
+  -- Flow control (0210). A paused pool's runner claims nothing; a paused type's jobs are left
+  -- queued. A rate key whose window is full or that a 429 paused is skipped from the start;
+  -- one that fills during this claim joins it.
+  -- (one statement for the three probes: the common path, with none of them, pays one)
+  select exists (select 1 from worker.pauses), exists (select 1 from worker.rate_limits),
+         exists (select 1 from worker.jobs j where j.status = 'queued' and j.fair_key is not null)
+    into v_paused, v_rated, v_fair;
+  if v_paused then
+    if exists (select 1 from worker.pauses p where p.kind = 'pool' and p.name = p_pool) then return; end if;
+    select array_agg(p.name) into v_skip_types from worker.pauses p where p.kind = 'type';
+  end if;
+  if v_rated then
+    select coalesce(array_agg(r.key), '{}') into v_rblocked from worker.rate_limits r where worker.rate_limit_room(r, v_now) <= 0;
   end if;
 
   if p_pool is not null then
@@ -62,15 +88,38 @@ begin
   loop
     v_round := v_round + 1;
     v_losses := cardinality(v_lost);
-    if v_round = 1 then
+    if v_round = 1 and v_fair then
+      -- Fair queueing: the first round takes its candidates round-robin across fairness keys;
+      -- later rounds (the walk) fill what is left in claim order.
+      v_cand := worker.fair_claim_candidates(p_pool, p_types, p_limit, v_now, v_budget, v_max_rank, v_skip_types, v_rblocked);
+      exit when cardinality(v_cand) = 0;
+      select array_agg(x.id order by array_position(v_cand, x.id)),
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null),
+             array_agg(distinct x.rate_key) filter (where x.rate_key is not null)
+        into v_ids, v_keys, v_rkeys
+        from (select j.id, j.concurrency_key, j.rate_key
+                from worker.jobs j
+               where j.id = any (v_cand) and j.status = 'queued' and j.run_at <= v_now
+                 for update of j skip locked) x;
+      v_lost := v_lost || array(select u.id from unnest(v_cand) u(id) where u.id <> all (coalesce(v_ids, '{}')));
+      v_fair_short := cardinality(v_cand) < p_limit;
+      continue when v_ids is null;  -- all locked by other claims: walk past them
+      if v_budget is null and v_keys is null and v_rkeys is null and cardinality(v_lost) = 0 and not v_fair_short then
+        v_admitted := v_ids;
+        exit;
+      end if;
+    elsif v_round = 1 then
       select array_agg(x.id order by x.priority, x.run_at),
-             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
-        into v_ids, v_keys
-        from (select j.id, j.priority, j.run_at, j.concurrency_key
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null),
+             array_agg(distinct x.rate_key) filter (where x.rate_key is not null)
+        into v_ids, v_keys, v_rkeys
+        from (select j.id, j.priority, j.run_at, j.concurrency_key, j.rate_key
                 from worker.jobs j
                where j.status = 'queued' and j.run_at + interval '0' <= v_now
                  and (j.pool is null or j.pool is not distinct from p_pool)
                  and (p_types is null or j.type = any (p_types))
+                 and (v_skip_types is null or j.type <> all (v_skip_types))
+                 and (j.rate_key is null or j.rate_key <> all (v_rblocked))
                  and (v_budget is null or (select w.cost <= v_budget and w.rank <= coalesce(v_max_rank, w.rank)
                                              from worker.weight_classes w where w.name = j.weight))
                  and (j.concurrency_key is null or
@@ -83,7 +132,7 @@ begin
                limit p_limit
                  for update of j skip locked) x;
       exit when v_ids is null;
-      if v_budget is null and v_keys is null then
+      if v_budget is null and v_keys is null and v_rkeys is null then
         v_admitted := v_ids;  -- the common case: no limits apply
         exit;
       end if;
@@ -93,12 +142,15 @@ begin
       v_picked := '{}';
       v_spend := 0;
       v_room := '{}'::jsonb;
+      v_rwalk := '{}'::jsonb;
       open cur for
-        select j.id, j.concurrency_key, j.concurrency_limit, w.cost
+        select j.id, j.concurrency_key, j.concurrency_limit, j.rate_key, w.cost
           from worker.jobs j join worker.weight_classes w on w.name = j.weight
          where j.status = 'queued' and j.run_at + interval '0' <= v_now
            and (j.pool is null or j.pool is not distinct from p_pool)
            and (p_types is null or j.type = any (p_types))
+           and (v_skip_types is null or j.type <> all (v_skip_types))
+           and (j.rate_key is null or j.rate_key <> all (v_rblocked))
            and (v_budget is null or w.cost <= v_budget) and (v_max_rank is null or w.rank <= v_max_rank)
            and j.id <> all (v_admitted) and j.id <> all (v_lost)
            and (j.concurrency_key is null or (j.concurrency_key <> all (v_full) and
@@ -112,6 +164,14 @@ begin
         fetch cur into c;
         exit when not found;
         continue when v_budget is not null and v_spend + c.cost > v_budget;
+        if c.rate_key is not null then
+          if not v_rwalk ? c.rate_key then
+            -- a key this claim holds: the room it counted; another: as this snapshot has it
+            v_rwalk := v_rwalk || jsonb_build_object(c.rate_key, coalesce((v_rroom->>c.rate_key)::int,
+                         (select worker.rate_limit_room(r, v_now) from worker.rate_limits r where r.key = c.rate_key), 0));
+          end if;
+          continue when (v_rwalk->>c.rate_key)::int <= 0;
+        end if;
         if c.concurrency_key is not null then
           if not v_room ? c.concurrency_key then
             select count(*) into v_n from worker.jobs r
@@ -122,6 +182,9 @@ begin
           continue when (v_room->>c.concurrency_key)::int <= 0;
           v_room := v_room || jsonb_build_object(c.concurrency_key, (v_room->>c.concurrency_key)::int - 1);
         end if;
+        if c.rate_key is not null then
+          v_rwalk := v_rwalk || jsonb_build_object(c.rate_key, (v_rwalk->>c.rate_key)::int - 1);
+        end if;
         v_picked := v_picked || c.id;
         v_spend := v_spend + c.cost;
         exit when cardinality(v_admitted) + cardinality(v_picked) >= p_limit
@@ -131,9 +194,10 @@ begin
       exit when cardinality(v_picked) = 0;
       -- Lock the picks; one another claim locked first is lost to this claim.
       select array_agg(x.id order by x.priority, x.run_at),
-             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null)
-        into v_ids, v_keys
-        from (select j.id, j.priority, j.run_at, j.concurrency_key
+             array_agg(distinct x.concurrency_key) filter (where x.concurrency_key is not null),
+             array_agg(distinct x.rate_key) filter (where x.rate_key is not null)
+        into v_ids, v_keys, v_rkeys
+        from (select j.id, j.priority, j.run_at, j.concurrency_key, j.rate_key
                 from worker.jobs j
                where j.id = any (v_picked) and j.status = 'queued' and j.run_at <= v_now
                order by j.priority, j.run_at
@@ -171,12 +235,30 @@ begin
                group by j.concurrency_key) r;
     end if;
 
-    for c in select j.id, j.concurrency_key, j.concurrency_limit, w.cost
+    if v_rkeys is not null then
+      -- Rate keys are locked only if free (SKIP LOCKED): a claim never waits for one, so they add
+      -- no edge to the key locks' order; one another claim holds has no room for this claim.
+      -- The room is counted after the lock, when no other claim can add a start.
+      select coalesce(array_agg(l.key), '{}') into v_got
+        from (select r.key from worker.rate_limits r
+               where r.key = any (v_rkeys) and r.key <> all (v_rheld) order by r.key for update skip locked) l;
+      v_rblocked := v_rblocked || array(select k from unnest(v_rkeys) k where k <> all (v_rheld) and k <> all (v_got));
+      select v_rroom || coalesce(jsonb_object_agg(r.key, worker.rate_limit_room(r, v_now)), '{}'::jsonb) into v_rroom
+        from worker.rate_limits r where r.key = any (v_got);
+      v_rheld := v_rheld || v_got;
+    end if;
+
+    for c in select j.id, j.concurrency_key, j.concurrency_limit, j.rate_key, w.cost
                from unnest(v_ids) with ordinality u(id, ord)
                join worker.jobs j on j.id = u.id
                join worker.weight_classes w on w.name = j.weight
               order by u.ord loop
       if (v_budget is not null and c.cost > v_budget) or cardinality(v_admitted) >= p_limit then
+        v_lost := v_lost || c.id;
+        continue;
+      end if;
+      if c.rate_key is not null and (c.rate_key <> all (v_rheld) or coalesce((v_rroom->>c.rate_key)::int, 0) <= 0) then
+        v_rblocked := v_rblocked || c.rate_key;
         v_lost := v_lost || c.id;
         continue;
       end if;
@@ -189,14 +271,31 @@ begin
         end if;
         v_taken := v_taken || jsonb_build_object(c.concurrency_key, coalesce((v_taken->>c.concurrency_key)::int, 0) + 1);
       end if;
+      if c.rate_key is not null then
+        v_rroom := v_rroom || jsonb_build_object(c.rate_key, (v_rroom->>c.rate_key)::int - 1);
+      end if;
       v_admitted := v_admitted || c.id;
       if v_budget is not null then v_budget := v_budget - c.cost; end if;
     end loop;
-    -- A round that lost nothing admitted all it found: the queue has no more for this claim.
-    exit when cardinality(v_admitted) >= p_limit or v_budget <= 0 or cardinality(v_lost) = v_losses;
+    -- A round that lost nothing admitted all it found: the queue has no more for this claim
+    -- (unless the fair round's lanes stopped short of the batch).
+    exit when cardinality(v_admitted) >= p_limit or v_budget <= 0 or (cardinality(v_lost) = v_losses and not v_fair_short);
+    v_fair_short := false;
   end loop;
 
   if cardinality(v_admitted) = 0 then return; end if;
+  if cardinality(v_rheld) > 0 then
+    -- The admitted starts join their keys' logs, which keep a minute past the window: a claim
+    -- that began earlier but commits later counts from its own, earlier now.
+    update worker.rate_limits r
+       set starts = array(select s from unnest(r.starts) s
+                           where s > v_now - make_interval(secs => r.per_ms / 1000.0) - interval '1 minute')
+                    || array_fill(v_now, array[a.n]),
+           updated_at = v_now
+      from (select j.rate_key, count(*)::int as n from worker.jobs j
+             where j.id = any (v_admitted) and j.rate_key = any (v_rheld) group by j.rate_key) a
+     where r.key = a.rate_key;
+  end if;
   -- Each claimed row takes its claimed event's id (the event is held on the row, 0160). Its
   -- fence token is 64 random bits drawn once for this claim, then the job id's random low half:
   -- one strong random draw per claim instead of one per job (that was 3 % of a claim and

@@ -31,6 +31,7 @@ begin
                where jsonb_typeof(x) <> 'object'
                   or exists (select 1 from jsonb_object_keys(x) k where k not in ('type', 'payload', 'priority', 'maxAttempts'))
                   or jsonb_typeof(x->'type') is distinct from 'string' or t.type is null or t.concurrency_key is not null
+                  or t.rate_key is not null or t.fair_key is not null
                   or jsonb_typeof(coalesce(x->'payload', '{}'::jsonb)) <> 'object'
                   or (x ? 'priority' and not (jsonb_typeof(x->'priority') = 'number'
                         and (x->'priority')::numeric = trunc((x->'priority')::numeric) and (x->'priority')::numeric between 0 and 1000))
@@ -76,18 +77,21 @@ begin
                coalesce((x.e->'maxAttempts')::numeric::int, t.max_attempts) as max_attempts, null::text as pool, t.weight,
                null::text as concurrency_key, null::int as concurrency_limit, v_now as created_at,
                -- the type's deadline, from the row already joined (0180)
-               v_now + make_interval(secs => t.deadline_ms / 1000.0) as deadline_at, t.deadline_severity
+               v_now + make_interval(secs => t.deadline_ms / 1000.0) as deadline_at, t.deadline_severity,
+               null::text as rate_key, null::text as fair_key
           from elements x join worker.job_types t on t.type = x.e->>'type'
         union all
         select r.ordinality, r.id, r.type, r.payload, r.priority, r.run_at, r.max_attempts, r.pool, r.weight,
-               r.concurrency_key, r.concurrency_limit, r.created_at, r.deadline_at, r.deadline_severity
+               r.concurrency_key, r.concurrency_limit, r.created_at, r.deadline_at, r.deadline_severity, r.rate_key, r.fair_key
           from unnest(v_rows) with ordinality r   -- the job's columns and `ordinality`
       ), ins as (
         -- the enqueued event is held on the row (0160): it takes only its id here
         insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, pool, weight,
-                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id, deadline_at, deadline_severity)
+                                 concurrency_key, concurrency_limit, created_at, enqueued_event_id, deadline_at, deadline_severity,
+                                 rate_key, fair_key)
         select i.id, i.type, i.payload, i.priority, i.run_at, i.max_attempts, i.pool, i.weight,
-               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq'), i.deadline_at, i.deadline_severity
+               i.concurrency_key, i.concurrency_limit, i.created_at, nextval('worker.job_events_id_seq'), i.deadline_at, i.deadline_severity,
+               i.rate_key, i.fair_key
           from input i order by i.ordinality
         returning *
       )

@@ -78,10 +78,11 @@ begin
     end if;
 
     insert into worker.jobs (id, type, payload, priority, run_at, max_attempts, dedupe_key, submit_key,
-                             pool, weight, concurrency_key, concurrency_limit, created_at, deadline_at, deadline_severity)
+                             pool, weight, concurrency_key, concurrency_limit, created_at, deadline_at, deadline_severity,
+                             rate_key, fair_key)
     values (p_job.id, p_job.type, p_job.payload, p_job.priority, p_job.run_at, p_job.max_attempts, p_job.dedupe_key,
             p_job.submit_key, p_job.pool, p_job.weight, p_job.concurrency_key, p_job.concurrency_limit, p_job.created_at,
-            p_job.deadline_at, p_job.deadline_severity)
+            p_job.deadline_at, p_job.deadline_severity, p_job.rate_key, p_job.fair_key)
     on conflict do nothing
     returning * into v_row;
     if found then

@@ -111,6 +111,11 @@ begin
   v_job.pool := p_pool;
   v_job.concurrency_key := v_key;
   v_job.concurrency_limit := v_limit;
+  -- The type's rate key and fairness key (0210), from the type alone: no caller moves a job off them.
+  v_job.rate_key := v_type.rate_key;
+  if v_type.fair_key is not null then
+    v_job.fair_key := worker.type_concurrency_key(v_type.fair_key, p_payload);
+  end if;
   v_job.created_at := coalesce(p_now, now());
   job := v_job;
   -- What makes two submissions "the same request", besides the payload (time fields excluded:

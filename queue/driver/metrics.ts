@@ -10,7 +10,7 @@ import { deadlineSeverityOrNull } from './rows.ts';
  * Counters and the step histogram come from the roll-up of job_events (worker.current_step_stats
  * / current_job_counters add the tail not rolled up yet).
  */
-export type MetricReadings = Omit<MetricsSnapshot, 'leader'>;
+export type MetricReadings = Omit<MetricsSnapshot, 'leader' | 'pauses' | 'rateLimits'>;
 
 interface AgeRow {
   due: number;

@@ -104,6 +104,11 @@ export const JOB_COLUMNS = [
  * them out.
  */
 export const ROW_HELD_EVENT_COLUMNS = ['claimed_event_id', 'done_event_id', 'enqueued_event_id'] as const;
+/**
+ * Columns only the claim reads (0210's rate and fairness keys): a claimed job leaves them out, as
+ * the step never needs them (the rate-limited settle reads the key from the row).
+ */
+export const CLAIM_ONLY_COLUMNS = ['rate_key', 'fair_key'] as const;
 type JobColumn = (typeof JOB_COLUMNS)[number];
 
 function jobFrom(get: (column: JobColumn) => unknown): Job {

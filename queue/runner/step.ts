@@ -1,10 +1,11 @@
 // The step: run one claimed job's handler and map what it returned or threw to one settle
 // (done, continued, retried, failed, cancelled, released, or lost when nothing could be written).
-import { PermanentError } from '../errors.ts';
+import { isRateLimited, PermanentError } from '../errors.ts';
 import type { Job } from '../job.ts';
 import { backoffMs, type JobType, type StepContext } from '../registry.ts';
 import { completeJob, continueJob, failJob, releaseOwnLease, retryJob, settleCancelled } from '../settle.ts';
 import type { CompletionBatcher } from './completer.ts';
+import { settleRateLimited } from './rate-limited.ts';
 import { SettleFailed } from './settle-retry.ts';
 import { Context, StepRun } from './step-run.ts';
 import type { Runner, StepOutcome } from './types.ts';
@@ -107,6 +108,9 @@ async function execute(run: StepRun, definition: JobType<unknown>, ctx: StepCont
     if (thrown instanceof PermanentError) {
       outcome = (await run.settle(() => failJob(sql, job, message, { now: run.pinned() }))) ? 'failed' : 'lost';
     } else {
+      // A provider's rate limit on a job with a rate key pauses the key (queue/runner/rate-limited.ts).
+      const limited = isRateLimited(thrown) ? await settleRateLimited(run, thrown.retryAfterMs, message) : null;
+      if (limited) return limited;
       // An error may say when to try again (a provider's 429 Retry-After); else the type's backoff.
       const hinted = (thrown as { retryAfterMs?: unknown } | null)?.retryAfterMs;
       const delayMs = typeof hinted === 'number' && hinted >= 0 ? Math.min(hinted, MAX_RETRY_AFTER_MS) : backoffMs(definition.retry, job.attempts);

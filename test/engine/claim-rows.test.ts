@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CLAIMED_COLUMNS, ROW_HELD_EVENT_COLUMNS, enqueue, getJob, settleAndClaim } from '../../queue/index.ts';
+import { CLAIM_ONLY_COLUMNS, CLAIMED_COLUMNS, ROW_HELD_EVENT_COLUMNS, enqueue, getJob, settleAndClaim } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
 let db: TestDatabase;
@@ -13,7 +13,9 @@ describe('settle_and_claim rows', () => {
       select attname from pg_attribute where attrelid = 'worker.jobs'::regclass and attnum > 0 and not attisdropped order by attnum`)
       .map((c) => c.attname as string);
     const held: readonly string[] = ROW_HELD_EVENT_COLUMNS;
-    expect(columns.filter((c) => !held.includes(c))).toEqual([...CLAIMED_COLUMNS]);
+    const claimOnly: readonly string[] = CLAIM_ONLY_COLUMNS;
+    expect(columns.filter((c) => !held.includes(c) && !claimOnly.includes(c))).toEqual([...CLAIMED_COLUMNS]);
+    expect(columns.filter((c) => claimOnly.includes(c))).toEqual([...CLAIM_ONLY_COLUMNS]);
     expect(columns.filter((c) => held.includes(c))).toEqual([...ROW_HELD_EVENT_COLUMNS]);
   });
 

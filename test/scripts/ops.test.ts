@@ -144,3 +144,25 @@ describe('npm run ops: operations', () => {
     expect(await statusOf(crashed)).toBe('queued');
   });
 });
+
+describe('npm run ops: pause and resume', () => {
+  it('pause-type and pause-pool are shown in inspect with who and why, refused twice, and resumed', async () => {
+    const paused = await ops(['pause-type', 'uppercase', '--reason', 'provider incident', '--by', 'alice']);
+    expect(paused).toMatchObject({ code: 0, out: expect.stringContaining('paused type uppercase (by alice: provider incident)') });
+    expect(await ops(['pause-pool', 'eu', '--reason', 'maintenance'])).toMatchObject({ code: 0, out: expect.stringContaining('paused pool eu (by ops (') });
+    const inspect = await ops(['inspect']);
+    expect(inspect.out).toMatch(/paused\n.*\n.*pool\s+eu\s+ops \(.*maintenance/);
+    expect(inspect.out).toMatch(/type\s+uppercase\s+alice\s+.*provider incident/);
+    expect(inspect.out).toContain('rate limits');
+    const [again, noReason, unknown] = await Promise.all([
+      ops(['pause-type', 'uppercase', '--reason', 'again']), ops(['pause-type', 'uppercase']), ops(['pause-type', 'no_such_type', '--reason', 'x']),
+    ]);
+    expect(again).toMatchObject({ code: 1, out: expect.stringContaining('type "uppercase" is already paused (by alice') });
+    expect(noReason).toMatchObject({ code: 2, out: expect.stringContaining('pause-type needs a reason') });
+    expect(unknown).toMatchObject({ code: 1, out: expect.stringContaining('unknown job type "no_such_type"') });
+    expect(await ops(['resume-type', 'uppercase'])).toMatchObject({ code: 0, out: expect.stringContaining('resumed type uppercase (paused by alice') });
+    expect(await ops(['resume-pool', 'eu'])).toMatchObject({ code: 0 });
+    expect(await ops(['resume-pool', 'eu'])).toMatchObject({ code: 1, out: expect.stringContaining('pool "eu" is not paused') });
+    expect(await db.sql`select * from worker.pauses`).toHaveLength(0);
+  });
+});

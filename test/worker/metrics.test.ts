@@ -106,6 +106,23 @@ describe('GET /metrics', () => {
     expect(alert!.severity).toBe('critical');
   });
 
+  it('reports paused types and pools, and each rate key: its window, its limit, a 429 pause', async () => {
+    await h.sql`select worker.pause_claims('type', 'countdown', 'alice', 'provider incident')`;
+    await h.sql`insert into worker.rate_limits (key, max_starts, per_ms, starts, paused_until)
+                values ('metrics:provider', 250, 60000, array[now(), now()], now() + interval '1 minute')`;
+    try {
+      const { families } = await scrape();
+      expect(value(families, 'starbase_claims_paused', { kind: 'type', name: 'countdown' })).toBe(1);
+      expect(value(families, 'starbase_rate_limit_window_starts', { key: 'metrics:provider' })).toBe(2);
+      expect(value(families, 'starbase_rate_limit_limit', { key: 'metrics:provider' })).toBe(250);
+      expect(value(families, 'starbase_rate_limit_paused', { key: 'metrics:provider' })).toBe(1);
+    } finally {
+      await h.sql`select worker.resume_claims('type', 'countdown')`;
+      await h.sql`delete from worker.rate_limits where key = 'metrics:provider'`;
+    }
+    expect(value((await scrape()).families, 'starbase_claims_paused', { kind: 'type', name: 'countdown' })).toBeUndefined();
+  });
+
   it('counts each step once, before and after the roll-up of its events', async () => {
     const before = await scrape();
     await h.sql`select worker.rollup_job_events(0)`;

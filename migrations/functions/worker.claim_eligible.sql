@@ -1,0 +1,22 @@
+CREATE OR REPLACE FUNCTION worker.claim_eligible(j worker.jobs, p_pool text, p_types text[], p_now timestamp with time zone, p_budget integer, p_max_rank integer, p_skip_types text[], p_rate_blocked text[])
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- What worker.claim_jobs asks of a due queued job before it takes it, as one predicate for the
+  -- fair claim's lanes (worker.fair_claim_candidates). The claim's own walks state it inline:
+  -- a call per row would cost the common path, which has no lanes.
+  select (j.pool is null or j.pool is not distinct from p_pool)
+     and (p_types is null or j.type = any (p_types))
+     and (p_skip_types is null or j.type <> all (p_skip_types))
+     and (j.rate_key is null or j.rate_key <> all (p_rate_blocked))
+     and (p_budget is null or (select w.cost <= p_budget and w.rank <= coalesce(p_max_rank, w.rank)
+                                 from worker.weight_classes w where w.name = j.weight))
+     and (j.concurrency_key is null or
+          (select count(*) from worker.jobs r
+            where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= p_now) < j.concurrency_limit)
+     and (j.dedupe_key is null or j.started_at is not null or not exists (
+           select 1 from worker.jobs a
+            where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
+$function$
+;
