@@ -5,6 +5,7 @@ import { errorBody, respondError } from './http/errors.ts';
 import { createRouter, serveDocument } from './http/openapi.ts';
 import { health } from './http/routes/health.ts';
 import { jobs } from './http/routes/jobs.ts';
+import { signals } from './http/routes/signals.ts';
 import { metrics } from './http/routes/metrics.ts';
 import { provisioning } from './http/routes/provisioning.ts';
 import { webhooks } from './http/routes/webhooks.ts';
@@ -81,6 +82,7 @@ export function createApp() {
 
   app.route('/', health);
   app.route('/', jobs);
+  app.route('/', signals);
   app.route('/', admin);
   app.route('/', builds);
   app.route('/', provisioning);

@@ -22,6 +22,8 @@ create sequence worker.alerts_id_seq as bigint start 1 increment 1 minvalue 1 ma
 
 create sequence worker.job_events_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 owned by worker.job_events.id;
 
+create sequence worker.signal_events_id_seq as bigint start 1 increment 1 minvalue 1 maxvalue 9223372036854775807 cache 1 owned by worker.signal_events.id;
+
 -- tables
 
 create table platform.account_plans (
@@ -296,7 +298,7 @@ create table worker.job_events (
   at timestamp with time zone default now() not null,
   kind text not null,
   detail jsonb default '{}'::jsonb not null,
-  constraint job_events_kind_check CHECK ((kind = ANY (ARRAY['enqueued'::text, 'superseded'::text, 'claimed'::text, 'heartbeat_lost'::text, 'checkpoint'::text, 'retry'::text, 'lease_expired'::text, 'escalated'::text, 'failed'::text, 'oom_killed'::text, 'cancel_requested'::text, 'cancelled'::text, 'done'::text, 'requeued'::text, 'rescheduled'::text, 'priority_changed'::text, 'lease_released'::text, 'resumed'::text]))),
+  constraint job_events_kind_check CHECK ((kind = ANY (ARRAY['enqueued'::text, 'superseded'::text, 'claimed'::text, 'heartbeat_lost'::text, 'checkpoint'::text, 'retry'::text, 'lease_expired'::text, 'escalated'::text, 'failed'::text, 'oom_killed'::text, 'cancel_requested'::text, 'cancelled'::text, 'done'::text, 'requeued'::text, 'rescheduled'::text, 'priority_changed'::text, 'lease_released'::text, 'resumed'::text, 'waiting'::text, 'signalled'::text, 'wait_timed_out'::text]))),
   constraint job_events_pkey PRIMARY KEY (id)
 );
 
@@ -330,6 +332,16 @@ create table worker.job_types (
   constraint job_types_rate_key_fkey FOREIGN KEY (rate_key) REFERENCES worker.rate_limits(key),
   constraint job_types_type_check CHECK ((type ~ '^[a-z][a-z0-9_]{0,62}$'::text)),
   constraint job_types_weight_fkey FOREIGN KEY (weight) REFERENCES worker.weight_classes(name)
+);
+
+create table worker.job_waits (
+  job_id uuid not null,
+  name text not null,
+  key text default ''::text not null,
+  step text not null,
+  since timestamp with time zone not null,
+  timeout_at timestamp with time zone,
+  constraint job_waits_pkey PRIMARY KEY (job_id)
 );
 
 create table worker.jobs (
@@ -486,6 +498,22 @@ create table worker.schema_migrations (
   constraint schema_migrations_pkey PRIMARY KEY (name)
 );
 
+create table worker.signal_channels (
+  name text not null,
+  key text not null,
+  constraint signal_channels_pkey PRIMARY KEY (name, key)
+);
+
+create table worker.signal_events (
+  id bigint generated always as identity not null,
+  name text not null,
+  key text default ''::text not null,
+  job_id uuid,
+  payload jsonb,
+  created_at timestamp with time zone not null,
+  constraint signal_events_pkey PRIMARY KEY (id)
+);
+
 create table worker.step_minutes (
   minute timestamp with time zone not null,
   type text not null,
@@ -609,6 +637,8 @@ CREATE UNIQUE INDEX alerts_open_uq ON worker.alerts USING btree (kind, key) WHER
 
 CREATE INDEX job_events_job_idx ON worker.job_events USING btree (job_id, id);
 
+CREATE INDEX job_waits_channel_idx ON worker.job_waits USING btree (name, key);
+
 CREATE INDEX jobs_claimable_idx ON worker.jobs USING btree (priority, run_at) WHERE (status = 'queued'::text);
 
 CREATE INDEX jobs_concurrency_idx ON worker.jobs USING btree (concurrency_key) WHERE ((status = 'running'::text) AND (concurrency_key IS NOT NULL));
@@ -630,6 +660,12 @@ CREATE INDEX jobs_finished_idx ON worker.jobs USING btree (finished_at) WHERE (f
 CREATE INDEX jobs_lease_idx ON worker.jobs USING btree (locked_until) WHERE (status = 'running'::text);
 
 CREATE UNIQUE INDEX jobs_submit_key_uq ON worker.jobs USING btree (submit_key) WHERE (submit_key IS NOT NULL);
+
+CREATE INDEX signal_events_channel_idx ON worker.signal_events USING btree (name, key, id) WHERE (job_id IS NULL);
+
+CREATE INDEX signal_events_created_idx ON worker.signal_events USING btree (created_at);
+
+CREATE INDEX signal_events_job_idx ON worker.signal_events USING btree (job_id, name, id) WHERE (job_id IS NOT NULL);
 
 -- functions (each one's source is migrations/functions/<schema>.<name>.sql)
 
@@ -890,6 +926,22 @@ begin
       using errcode = 'SB400', column = 'starts';
   end if;
   return new;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.check_signal_name(p_name text, p_key text)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+begin
+  -- What a wait and a signal name: an event name (what happened) and an optional correlation key
+  -- (which one: a cluster id, a build id). Refused with the field, before anything is written.
+  if p_name is null or btrim(p_name) = '' or length(p_name) > 200 then
+    raise exception 'name must be 1 to 200 characters, not blank' using errcode = 'SB400', column = 'name';
+  end if;
+  if p_key is not null and (p_key = '' or length(p_key) > 500) then
+    raise exception 'key must be 1 to 500 characters when given' using errcode = 'SB400', column = 'key';
+  end if;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.claim_eligible(j worker.jobs, p_pool text, p_types text[], p_now timestamp with time zone, p_budget integer, p_max_rank integer, p_skip_types text[], p_rate_blocked text[])
@@ -1353,6 +1405,26 @@ AS $function$
    group by 1, 2, 3
 $function$;
 
+CREATE OR REPLACE FUNCTION worker.deliver_signal(p_wait worker.job_waits, p_payload jsonb, p_event_id bigint, p_now timestamp with time zone)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_event jsonb := jsonb_build_object('outcome', 'signalled', 'name', p_wait.name, 'key', nullif(p_wait.key, ''),
+                                      'payload', p_payload, 'at', p_now);
+begin
+  -- The wait ends with this event: the job (its row locked by the caller) becomes due at its
+  -- resume step with the event in its checkpoint ($event), where the step reads it (ctx.event),
+  -- again on a retry of that step. The wait row goes, so no second event can take it.
+  delete from worker.job_waits where job_id = p_wait.job_id;
+  update worker.jobs set run_at = p_now, checkpoint = checkpoint || jsonb_build_object('$event', v_event)
+   where id = p_wait.job_id;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_wait.job_id, p_now, 'signalled',
+          jsonb_build_object('name', p_wait.name, 'key', nullif(p_wait.key, ''), 'payload', p_payload, 'delivered', true)
+          || case when p_event_id is null then '{}'::jsonb else jsonb_build_object('keptEventId', p_event_id) end);
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.done_step_rows(p_after timestamp with time zone, p_upto timestamp with time zone)
  RETURNS TABLE(type text, outcome text, bucket smallint, seconds double precision, ended_at timestamp with time zone)
  LANGUAGE sql
@@ -1369,6 +1441,43 @@ AS $function$
    where j.finished_at > p_after and j.finished_at <= p_upto
      and j.status = 'done' and j.done_event_id is not null
 $function$;
+
+CREATE OR REPLACE FUNCTION worker.end_timed_out_wait(p_id uuid, p_token uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now  timestamptz := coalesce(p_now, now());
+  v_job  worker.jobs;
+  v_wait jsonb;
+  v_row  worker.job_waits;
+  v_event jsonb;
+begin
+  -- A job claimed at its wait's step with no event: its timeout passed (or an operator made it
+  -- due). Fenced by the lease like a settle, this ends the wait with the timeout outcome: the wait
+  -- row goes (an event from now on is kept for the next wait) and the outcome is written to the
+  -- checkpoint ($event), so a retry of the step sees the same one. null when the lease was lost.
+  select * into v_job from worker.jobs where id = p_id and lease_token = p_token and status = 'running' for update;
+  if not found then
+    return null;
+  end if;
+  if v_job.checkpoint ? '$event' then
+    return v_job.checkpoint -> '$event';
+  end if;
+  v_wait := v_job.checkpoint -> '$wait';
+  if v_wait is null then
+    return null;
+  end if;
+  delete from worker.job_waits where job_id = p_id returning * into v_row;
+  v_event := jsonb_build_object('outcome', 'timed_out', 'name', v_wait -> 'name', 'key', v_wait -> 'key', 'at', v_now);
+  update worker.jobs set checkpoint = checkpoint || jsonb_build_object('$event', v_event) where id = p_id;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'wait_timed_out', jsonb_build_object('name', v_wait -> 'name', 'key', v_wait -> 'key', 'step', v_job.step,
+                                                            'timeoutAt', v_wait -> 'timeoutAt')
+          -- due before its timeout: an operator resumed or rescheduled it
+          || case when v_row.timeout_at is null or v_row.timeout_at > v_now then jsonb_build_object('early', true) else '{}'::jsonb end);
+  return v_event;
+end $function$;
 
 CREATE OR REPLACE FUNCTION worker.enqueue_int(e jsonb, p_field text, p_min numeric, p_max numeric)
  RETURNS numeric
@@ -1780,6 +1889,18 @@ begin
       using errcode = 'SB409';
   end if;
   return v_job;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.lock_signal_channel(p_name text, p_key text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+begin
+  -- The (name, key) pair's row, locked until the transaction ends: a wait settling on the pair
+  -- and an event sent to it serialize here, so one always sees what the other wrote (a wait
+  -- finds the kept event, or the event finds the wait). Taken before any job row.
+  insert into worker.signal_channels (name, key) values (p_name, p_key) on conflict do nothing;
+  perform 1 from worker.signal_channels where name = p_name and key = p_key for update;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.pause_claims(p_kind text, p_name text, p_paused_by text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
@@ -2487,6 +2608,57 @@ begin
   return 'paused';
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.signal(p_name text, p_key text DEFAULT NULL::text, p_payload jsonb DEFAULT NULL::jsonb, p_job_id uuid DEFAULT NULL::uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now       timestamptz := coalesce(p_now, now());
+  v_key       text := coalesce(p_key, '');
+  v_job       worker.jobs;
+  v_wait      worker.job_waits;
+  v_candidate uuid;
+  v_delivered uuid[] := '{}';
+  v_kept      bigint;
+begin
+  -- Send an event. With p_job_id: to that job (SB404 unknown, SB409 ended), matching its wait on
+  -- p_name (and p_key when given). Without: to every job waiting on (p_name, p_key). A wait that
+  -- is open takes it at once (the job becomes due at its resume step); when none does, the event
+  -- is kept in worker.signal_events for the next wait on it. Answers {delivered: [job ids],
+  -- keptEventId: id or null}.
+  perform worker.check_signal_name(p_name, p_key);
+  if p_job_id is not null then
+    v_job := worker.lock_job_for(p_job_id, 'signal', '{queued,running}');
+    select * into v_wait from worker.job_waits w where w.job_id = p_job_id and w.name = p_name and (p_key is null or w.key = v_key);
+    if found and worker.wait_is_open(v_job, v_wait, v_now) then
+      perform worker.deliver_signal(v_wait, p_payload, null, v_now);
+      return jsonb_build_object('delivered', jsonb_build_array(p_job_id), 'keptEventId', null);
+    end if;
+    insert into worker.signal_events (name, key, job_id, payload, created_at)
+    values (p_name, v_key, p_job_id, p_payload, v_now) returning id into v_kept;
+    insert into worker.job_events (job_id, at, kind, detail)
+    values (p_job_id, v_now, 'signalled', jsonb_build_object('name', p_name, 'key', p_key, 'payload', p_payload,
+                                                             'delivered', false, 'keptEventId', v_kept));
+    return jsonb_build_object('delivered', '[]'::jsonb, 'keptEventId', v_kept);
+  end if;
+
+  perform worker.lock_signal_channel(p_name, v_key);
+  for v_candidate in select w.job_id from worker.job_waits w where w.name = p_name and w.key = v_key order by w.job_id loop
+    select * into v_job from worker.jobs where id = v_candidate for update;
+    -- read again under the job's lock: a signal for that job alone may have taken it meanwhile
+    select * into v_wait from worker.job_waits w where w.job_id = v_candidate and w.name = p_name and w.key = v_key;
+    if found and v_job.id is not null and worker.wait_is_open(v_job, v_wait, v_now) then
+      perform worker.deliver_signal(v_wait, p_payload, null, v_now);
+      v_delivered := v_delivered || v_candidate;
+    end if;
+  end loop;
+  if cardinality(v_delivered) = 0 then
+    insert into worker.signal_events (name, key, job_id, payload, created_at)
+    values (p_name, v_key, null, p_payload, v_now) returning id into v_kept;
+  end if;
+  return jsonb_build_object('delivered', to_jsonb(v_delivered), 'keptEventId', v_kept);
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.step_duration_bounds()
  RETURNS double precision[]
  LANGUAGE sql
@@ -2573,6 +2745,87 @@ begin
     || substring(uuid_send(gen_random_uuid()) from 9),                     -- var 10 + rand_b, 64 bits
     'hex')::uuid;
 end $function$;
+
+CREATE OR REPLACE FUNCTION worker.wait_for(p_id uuid, p_token uuid, p_name text, p_key text, p_step text, p_timeout_ms bigint, p_checkpoint jsonb, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS text
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now     timestamptz := coalesce(p_now, now());
+  v_key     text := coalesce(p_key, '');
+  v_timeout timestamptz;
+  v_job     worker.jobs;
+  v_wait    worker.job_waits;
+  v_kept    worker.signal_events;
+begin
+  -- Settle a step that ends waiting for an event (fenced by the lease token, like every settle):
+  -- the checkpoint merged, the job queued at p_step with run_at = the timeout (infinity without
+  -- one), so claims pass it by until an event or the timeout makes it due. An event kept for it
+  -- (sent to this job, or to (p_name, p_key) while nobody waited) is taken here, oldest first.
+  -- Answers 'waiting', 'signalled' (a kept event was taken: due now), 'cancelling' (a cancel is
+  -- pending: due now, no wait), or null when the lease was lost (nothing written).
+  perform worker.check_signal_name(p_name, p_key);
+  if p_step is null or btrim(p_step) = '' or length(p_step) > 200 then
+    raise exception 'step must be 1 to 200 characters, not blank' using errcode = 'SB400', column = 'step';
+  end if;
+  if p_timeout_ms is not null and p_timeout_ms not between 1 and 2592000000 then
+    raise exception 'timeoutMs must be from 1 to 2592000000 (30 days), got %', p_timeout_ms using errcode = 'SB400', column = 'timeoutMs';
+  end if;
+  v_timeout := v_now + make_interval(secs => p_timeout_ms / 1000.0);
+  -- channel before job: the order worker.signal takes them in
+  perform worker.lock_signal_channel(p_name, v_key);
+  update worker.jobs
+     set status = 'queued', step = p_step, attempts = 0, locked_until = null, running_pool = null,
+         checkpoint = (checkpoint - '$wait' - '$event') || coalesce(p_checkpoint, '{}'::jsonb)
+                      || jsonb_build_object('$wait', jsonb_build_object('name', p_name, 'key', p_key, 'step', p_step,
+                                                                       'since', v_now, 'timeoutAt', v_timeout)),
+         run_at = case when cancel_requested_at is not null then v_now else coalesce(v_timeout, 'infinity') end
+   where id = p_id and lease_token = p_token and status = 'running'
+  returning * into v_job;
+  if not found then
+    return null;
+  end if;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'checkpoint', jsonb_build_object('step', p_step, 'runAt', v_job.run_at)),
+         (p_id, v_now, 'waiting', jsonb_build_object('name', p_name, 'key', p_key, 'step', p_step, 'timeoutAt', v_timeout));
+  if v_job.cancel_requested_at is not null then
+    return 'cancelling';
+  end if;
+  insert into worker.job_waits (job_id, name, key, step, since, timeout_at)
+  values (p_id, p_name, v_key, p_step, v_now, v_timeout)
+  on conflict (job_id) do update set name = excluded.name, key = excluded.key, step = excluded.step,
+                                     since = excluded.since, timeout_at = excluded.timeout_at
+  returning * into v_wait;
+  -- an event sent to this job first, then one sent to the pair
+  delete from worker.signal_events e
+   where e.id = (select k.id from worker.signal_events k
+                  where k.job_id = p_id and k.name = p_name and (k.key = '' or k.key = v_key)
+                  order by k.id limit 1)
+  returning * into v_kept;
+  if not found then
+    delete from worker.signal_events e
+     where e.id = (select k.id from worker.signal_events k
+                    where k.job_id is null and k.name = p_name and k.key = v_key order by k.id limit 1)
+    returning * into v_kept;
+  end if;
+  if v_kept.id is not null then
+    perform worker.deliver_signal(v_wait, v_kept.payload, v_kept.id, v_now);
+    return 'signalled';
+  end if;
+  return 'waiting';
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.wait_is_open(p_job worker.jobs, p_wait worker.job_waits, p_now timestamp with time zone)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- A wait takes an event while its job is parked at the wait's step: queued, no cancel pending,
+  -- its timeout not passed. A job claimed at its timeout (or made due by an operator) is running
+  -- the timeout outcome, so an event then is kept for its next wait instead.
+  select p_job.status = 'queued' and p_job.cancel_requested_at is null and p_job.step = p_wait.step
+     and (p_wait.timeout_at is null or p_wait.timeout_at > p_now)
+$function$;
 
 CREATE OR REPLACE FUNCTION worker.write_row_held_events()
  RETURNS trigger

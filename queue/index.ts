@@ -7,6 +7,7 @@ export * from './enqueue.ts';
 export * from './claim.ts';
 export * from './settle.ts';
 export * from './manual.ts';
+export * from './signals.ts';
 export * from './maintenance/index.ts';
 export * from './leader.ts';
 export * from './alerts.ts';

@@ -4,6 +4,9 @@ import { upsertJobTypes } from './driver/job-types.ts';
 import { checkFlowControl, rateLimitRows, type TypeRateLimit } from './flow-types.ts';
 import { DEADLINE_SEVERITIES, type DeadlineSeverity, type Job, type Json, type JsonObject } from './job.ts';
 import type { SettleEffect } from './settle.ts';
+import type { WaitEvent, WaitResult } from './signals/wait.ts';
+
+export { waitFor } from './signals/wait.ts';
 
 /** What a step sees. */
 export interface StepContext<P> {
@@ -21,12 +24,15 @@ export interface StepContext<P> {
   sql: Sql;
   /** The runner's clock (pinned in tests). */
   now(): Date;
+  /** How the wait this step resumes from ended (a waitFor's event or its timeout); undefined when it resumes from none. */
+  event?: WaitEvent;
 }
 
 /** How a step ends. A thrown error means retry (or fail, for a PermanentError). */
 export type StepResult =
   | { outcome: 'done'; result?: Json; effect?: SettleEffect }
-  | { outcome: 'continue'; step: string; checkpoint?: JsonObject; delayMs?: number | null; effect?: SettleEffect };
+  | { outcome: 'continue'; step: string; checkpoint?: JsonObject; delayMs?: number | null; effect?: SettleEffect }
+  | WaitResult;
 
 export const done = (result?: Json, effect?: SettleEffect): StepResult => ({ outcome: 'done', result, effect });
 /** Save state and run `step` after `delayMs` (null: park until resumed). */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineJobType, done, next } from './registry.ts';
+import { defineJobType, done, next, waitFor } from './registry.ts';
 
 /**
  * Built-in sample types, always registered: operators use them to smoke-test a deployment, so
@@ -39,4 +39,19 @@ export const fail = defineJobType({
   },
 });
 
-export const sampleJobTypes = [uppercase, countdown, fail];
+/** Waits for the event `name` (with `key`, `timeoutMs`), then ends with result {event: how the wait ended}. */
+export const awaitSignal = defineJobType({
+  type: 'await_signal',
+  access: 'public',
+  payload: z.object({
+    name: z.string().min(1).max(200),
+    key: z.string().min(1).max(500).optional(),
+    timeoutMs: z.number().int().min(1).max(30 * 86_400_000).optional(),
+  }),
+  async run({ payload, step, event }) {
+    if (step === 'start') return waitFor(payload.name, { key: payload.key, timeoutMs: payload.timeoutMs, step: 'resumed' });
+    return done({ event: event ?? null });
+  },
+});
+
+export const sampleJobTypes = [uppercase, countdown, fail, awaitSignal];

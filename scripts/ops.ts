@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import {
   cancelJob, ConflictError, failJobPermanently, getJob, isJobId, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
-  requeueJob, rescueExpiredLeases, runningJobs, ValidationError,
+  requeueJob, rescueExpiredLeases, runningJobs, sendEvent, signalJob, ValidationError, type Json,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
 import { FLOW_COMMANDS, printFlowControl } from './lib/ops-flow.ts';
@@ -20,6 +20,10 @@ interface Options {
   by?: string;
   force: boolean;
   olderThanMs: number;
+  /** The command's other arguments, as its `args` names them. */
+  args: string[];
+  key?: string;
+  payload?: Json;
 }
 
 interface Command {
@@ -31,6 +35,8 @@ interface Command {
   needsId?: boolean;
   /** Takes a name: what it names (a job type, a pool). */
   needsName?: string;
+  /** The arguments it takes (after the id), by name. */
+  args?: string[];
   run(sql: Sql, id: string, options: Options): Promise<void>;
 }
 
@@ -123,6 +129,25 @@ export const COMMANDS: Record<string, Command> = {
       console.log(`expired the leader lease (holder ${previousHolder ?? 'none'}); the next tick re-elects`);
     },
   },
+  signal: {
+    usage: "signal <id> <name> [--key K] [--payload JSON]",
+    help: "send the event <name> to a job: its wait on it resumes now, or its next wait on it takes it",
+    needsId: true,
+    args: ['name'],
+    async run(sql, id, o) {
+      const answer = await signalJob(sql, id, o.args[0]!, { key: o.key, payload: o.payload });
+      console.log(answer.delivered.length > 0 ? `signalled ${id}: it resumes at its next claim` : `kept event ${answer.keptEventId} for ${id}: its next wait on ${o.args[0]} takes it`);
+    },
+  },
+  event: {
+    usage: 'event <name> [--key K] [--payload JSON]',
+    help: 'send the event to every job waiting on (name, key); kept for the next wait on it when none is',
+    args: ['name'],
+    async run(sql, _id, o) {
+      const answer = await sendEvent(sql, o.args[0]!, { key: o.key, payload: o.payload });
+      console.log(answer.delivered.length > 0 ? `delivered to ${answer.delivered.length} job(s): ${answer.delivered.join(', ')}` : `no job waits on it: kept as event ${answer.keptEventId} for the next wait`);
+    },
+  },
   rescue: {
     usage: 'rescue',
     help: 'run the rescue sweep now: expired leases requeued one weight class up, or ended',
@@ -212,14 +237,19 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
       by: { type: 'string' },
       force: { type: 'boolean', default: false },
       'older-than': { type: 'string' },
+      key: { type: 'string' },
+      payload: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
-  const [command, id, ...extra] = positionals;
-  if (values.help || command === 'help') return { command: 'help', id: '', options: { force: false, olderThanMs: STUCK_MS } };
+  const [command, ...rest] = positionals;
+  if (values.help || command === 'help') return { command: 'help', id: '', options: { force: false, olderThanMs: STUCK_MS, args: [] } };
   if (!command) throw new UsageError('no command given');
   const spec = COMMANDS[command];
   if (!spec) throw new UsageError(`unknown command "${command}"`);
+  const id = spec.needsId || spec.needsName ? rest.shift() : undefined;
+  const args = rest.splice(0, spec.args?.length ?? 0);
+  const extra = rest;
   if (spec.needsId && !id) throw new UsageError(`${command} needs a job id: npm run ops -- ${spec.usage}`);
   if (spec.needsId && !isJobId(id!)) {
     throw new UsageError(`"${id}" is not a job id (a UUID, as the dashboard and \`npm run ops -- running\` show)`);
@@ -228,7 +258,8 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
   if (spec.needsName && command.startsWith('pause-') && !values.reason?.trim()) {
     throw new UsageError(`${command} needs a reason: npm run ops -- ${spec.usage}`);
   }
-  if (!spec.needsId && !spec.needsName && id !== undefined) throw new UsageError(`${command} takes no argument, got "${id}"`);
+  if (args.length < (spec.args?.length ?? 0)) throw new UsageError(`${command} needs ${spec.args!.join(', ')}: npm run ops -- ${spec.usage}`);
+  if (!spec.needsId && !spec.needsName && !spec.args && extra.length === 1) throw new UsageError(`${command} takes no argument, got "${extra[0]}"`);
   if (extra.length) throw new UsageError(`unexpected argument(s): ${extra.join(' ')}`);
   if (command === 'fail' && !values.reason?.trim()) throw new UsageError('fail needs a reason: npm run ops -- fail <id> --reason "why"');
   let olderThanMs = STUCK_MS;
@@ -236,7 +267,15 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
     olderThanMs = Number(values['older-than']);
     if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new UsageError(`--older-than must be a number of milliseconds, got ${values['older-than']}`);
   }
-  return { command, id: id ?? '', options: { reason: values.reason, by: values.by, force: values.force, olderThanMs } };
+  let payload: Json | undefined;
+  if (values.payload !== undefined) {
+    try {
+      payload = JSON.parse(values.payload) as Json;
+    } catch {
+      throw new UsageError(`--payload must be JSON, got ${values.payload}`);
+    }
+  }
+  return { command, id: id ?? '', options: { reason: values.reason, by: values.by, force: values.force, olderThanMs, args, key: values.key, payload } };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

@@ -45,7 +45,9 @@ export async function markContinued(sql: Queryable, job: Fenced, next: ContinueI
   const rows = await sql`
     with upd as (
       update worker.jobs
-         set status = 'queued', step = ${next.step}, checkpoint = checkpoint || ${sql.json(next.checkpoint ?? {})}::jsonb,
+         set status = 'queued', step = ${next.step},
+             -- a wait's keys ($wait, $event: queue/signals/wait.ts) end with the step it resumed
+             checkpoint = (checkpoint - '$wait' - '$event') || ${sql.json(next.checkpoint ?? {})}::jsonb,
              attempts = 0, locked_until = null, running_pool = null,
              run_at = case
                when cancel_requested_at is not null then ${at(sql, now)}

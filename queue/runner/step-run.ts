@@ -4,6 +4,7 @@ import type { Sql } from '../db.ts';
 import type { Job, JsonObject } from '../job.ts';
 import type { StepContext } from '../registry.ts';
 import { heartbeat } from '../settle.ts';
+import { handlerCheckpoint, waitStateOf, type WaitEvent } from '../signals/wait.ts';
 import { writeSettle, type SettleRetryScope } from './settle-retry.ts';
 import type { Runner } from './types.ts';
 
@@ -112,6 +113,9 @@ export class Context implements StepContext<unknown> {
   readonly checkpoint: JsonObject;
   readonly attempt: number;
   readonly sql: Sql;
+  event: WaitEvent | undefined;
+  /** Resumed from a wait that ended without an event: the runner writes its timeout before the step runs. */
+  readonly waitUnresolved: boolean;
 
   constructor(
     private readonly run: StepRun,
@@ -119,7 +123,10 @@ export class Context implements StepContext<unknown> {
   ) {
     this.job = run.job;
     this.step = run.job.step;
-    this.checkpoint = run.job.checkpoint;
+    this.checkpoint = handlerCheckpoint(run.job.checkpoint);
+    const wait = waitStateOf(run.job);
+    this.event = wait.event;
+    this.waitUnresolved = wait.unresolved;
     this.attempt = run.job.attempts;
     this.sql = run.runner.sql;
   }

@@ -2,8 +2,9 @@
 // (done, continued, retried, failed, cancelled, released, or lost when nothing could be written).
 import { isRateLimited, PermanentError } from '../errors.ts';
 import type { Job } from '../job.ts';
-import { backoffMs, type JobType, type StepContext } from '../registry.ts';
+import { backoffMs, type JobType } from '../registry.ts';
 import { completeJob, continueJob, failJob, releaseOwnLease, retryJob, settleCancelled } from '../settle.ts';
+import { endTimedOutWait, settleWait } from '../signals.ts';
 import type { CompletionBatcher } from './completer.ts';
 import { settleRateLimited } from './rate-limited.ts';
 import { SettleFailed } from './settle-retry.ts';
@@ -72,7 +73,7 @@ export async function runStep(
   return outcome;
 }
 
-async function execute(run: StepRun, definition: JobType<unknown>, ctx: StepContext<unknown>, completions?: CompletionBatcher): Promise<StepOutcome> {
+async function execute(run: StepRun, definition: JobType<unknown>, ctx: Context, completions?: CompletionBatcher): Promise<StepOutcome> {
   const { job } = run;
   const { sql } = run.runner;
   try {
@@ -80,8 +81,16 @@ async function execute(run: StepRun, definition: JobType<unknown>, ctx: StepCont
       await definition.onCancel?.(ctx);
       return (await run.settle(() => settleCancelled(sql, job, { now: run.pinned() }))) ? 'cancelled' : 'lost';
     }
+    if (ctx.waitUnresolved) {
+      const ended = await run.settle(() => endTimedOutWait(sql, job, { now: run.pinned() }));
+      if (!ended) return 'lost';
+      ctx.event = ended;
+    }
     const result = await definition.run(ctx);
     if (run.leaseLost) return 'lost';
+    if (result.outcome === 'wait') {
+      return (await run.settle(() => settleWait(sql, job, result, { now: run.pinned(), effect: result.effect }))) ? 'continued' : 'lost';
+    }
     if (result.outcome === 'done') {
       if (!result.effect && completions) {
         // Group commit; if that statement fails (a blip, or the claim it rode with), this

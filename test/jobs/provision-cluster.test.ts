@@ -155,7 +155,10 @@ describe('provision_cluster', () => {
       'shuttle',
     ]);
     const { events } = (await getJob(t.db.sql, clusterId))!;
-    expect(events.map((e) => e.kind)).toContain('resumed');
+    // the park is a wait for `bootstrapped`: no claim from the wait to the event, which the alias sent
+    const kinds = events.map((e) => e.kind);
+    expect(kinds.slice(kinds.indexOf('waiting'), kinds.indexOf('signalled') + 1)).toEqual(['waiting', 'signalled']);
+    expect(events.find((e) => e.kind === 'waiting')!.detail).toMatchObject({ name: 'bootstrapped', key: clusterId, step: AWAITING_BOOTSTRAP });
     expect(await dropletsOf(clusterId)).toHaveLength(5);
   });
 
@@ -173,12 +176,16 @@ describe('provision_cluster', () => {
     expect((await tickUntil(runner(), t.clock, clusterId, isTerminal)).status).toBe('done');
   });
 
-  it('resume answers 404 for an unknown cluster and 409 for one that is not waiting', async () => {
+  it('resume answers 404 for an unknown cluster and 409 once its job ended; one sent before the wait is kept for it', async () => {
     await expect(resumeBootstrappedCluster(t.db.sql, randomUUID())).rejects.toBeInstanceOf(NotFoundError);
     await expect(resumeBootstrappedCluster(t.db.sql, 'not-a-uuid')).rejects.toBeInstanceOf(NotFoundError);
     const clusterId = await enqueued(request({ name: 'early' }));
-    await expect(resumeBootstrappedCluster(t.db.sql, clusterId)).rejects.toBeInstanceOf(ConflictError);
+    const early = await resumeBootstrappedCluster(t.db.sql, clusterId, { now: t.clock.now() });
+    expect(early).toMatchObject({ status: 'queued', step: 'start' });
+    const [kept] = await t.db.sql`select name, key from worker.signal_events where job_id = ${clusterId}`;
+    expect(kept).toEqual({ name: 'bootstrapped', key: clusterId });
     await cancelJob(t.db.sql, clusterId); // never started: cancelled at once
+    await expect(resumeBootstrappedCluster(t.db.sql, clusterId)).rejects.toBeInstanceOf(ConflictError);
   });
 
   it('resumes after a crash right after each provider call without creating a droplet twice', async () => {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, claimLeaderLease, enqueue, retryJob } from '../../queue/index.ts';
+import { claimJobs, claimLeaderLease, enqueue, JobRegistry, retryJob, runSteps, sampleJobTypes } from '../../queue/index.ts';
 import { isLocalDatabase } from '../../scripts/ops.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
@@ -164,5 +164,30 @@ describe('npm run ops: pause and resume', () => {
     expect(await ops(['resume-pool', 'eu'])).toMatchObject({ code: 0 });
     expect(await ops(['resume-pool', 'eu'])).toMatchObject({ code: 1, out: expect.stringContaining('pool "eu" is not paused') });
     expect(await db.sql`select * from worker.pauses`).toHaveLength(0);
+  });
+});
+
+describe('npm run ops: signals', () => {
+  it('signal <id> <name> resumes a waiting job with the payload; event <name> --key delivers or keeps', async () => {
+    const name = `ops-${crypto.randomUUID().slice(0, 8)}`;
+    const registry = new JobRegistry(sampleJobTypes.filter((t) => t.type === 'await_signal'));
+    await registry.sync(db.sql);
+    const { job } = await enqueue(db.sql, { type: 'await_signal', payload: { name, key: 'k' }, priority: 0 });
+    await runSteps({ sql: db.sql, registry, workerId: 'ops-test' }, { maxJobs: 1 });
+    expect((await db.sql`select name, key from worker.job_waits where job_id = ${job.id}`)[0]).toEqual({ name, key: 'k' });
+
+    const [noName, badJson] = await Promise.all([ops(['signal', job.id]), ops(['signal', job.id, name, '--payload', '{nope'])]);
+    expect(noName).toMatchObject({ code: 2, out: expect.stringContaining('signal needs name') });
+    expect(badJson).toMatchObject({ code: 2, out: expect.stringContaining('--payload must be JSON') });
+
+    const sent = await ops(['signal', job.id, name, '--payload', '{"ok":true}']);
+    expect(sent).toMatchObject({ code: 0, out: expect.stringContaining(`signalled ${job.id}`) });
+    await runSteps({ sql: db.sql, registry, workerId: 'ops-test' }, { maxJobs: 1 });
+    expect((await db.sql`select result from worker.jobs where id = ${job.id}`)[0]!.result).toMatchObject({ event: { outcome: 'signalled', payload: { ok: true } } });
+
+    const kept = await ops(['event', name, '--key', 'k']);
+    expect(kept).toMatchObject({ code: 0, out: expect.stringContaining('no job waits on it: kept as event') });
+    const blank = await ops(['event', ' ']);
+    expect(blank).toMatchObject({ code: 1, out: expect.stringContaining('name must be') });
   });
 });

@@ -22,6 +22,8 @@ const ADDED: Record<string, string[]> = {
   '0160': ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql'],
   '0170': ['worker.check_pool_capacity_window.sql', 'worker.in_time_window.sql', 'worker.pool_largest_capacity.sql', 'worker.pool_limit_at.sql'],
   '0180': ['worker.prepare_deadline.sql'],
+  '0190': ['worker.check_signal_name.sql', 'worker.deliver_signal.sql', 'worker.end_timed_out_wait.sql', 'worker.lock_signal_channel.sql',
+    'worker.signal.sql', 'worker.wait_for.sql', 'worker.wait_is_open.sql'],
   '0210': ['worker.claim_eligible.sql', 'worker.fair_claim_candidates.sql', 'worker.pause_claims.sql', 'worker.rate_limit_room.sql',
     'worker.resume_claims.sql', 'worker.settle_rate_limited.sql'],
 };

@@ -36,7 +36,7 @@ describe('the lazy composition root', () => {
 
   it('declares every type without building one, and builds a type when its step first runs', async () => {
     const { registry, built } = await composeRegistry(h.env, readConfig(h.env).platform, h.sql);
-    expect(registry.list().map((t) => t.type)).toEqual(['uppercase', 'countdown', 'fail', 'build', 'provision_db', 'provision_cluster', 'billing_cron', 'invoice_account', 'cleanup']);
+    expect(registry.list().map((t) => t.type)).toEqual(['uppercase', 'countdown', 'fail', 'await_signal', 'build', 'provision_db', 'provision_cluster', 'billing_cron', 'invoice_account', 'cleanup']);
     await registry.sync(h.sql);
     expect(built).toEqual([]);
     // the key ring is parsed when the type is built: its error is the step's

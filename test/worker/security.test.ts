@@ -54,6 +54,8 @@ const SCOPES: Record<string, Scope[]> = {
   'POST /v1/jobs/:id/reschedule': ['admin'],
   'POST /v1/jobs/:id/priority': ['admin'],
   'POST /v1/jobs/:id/release': ['admin'],
+  'POST /v1/jobs/:id/signal': ['admin'],
+  'POST /v1/events': ['admin'],
   'POST /v1/leader/release': ['admin'],
   'GET /v1/leader': ['admin', 'metrics'],
   'GET /v1/dispatchers': ['admin', 'metrics'],

@@ -84,6 +84,7 @@ const NOT_ACCOUNT_BOUND: Record<string, string> = {
   'POST /v1/jobs/batch': 'generic: the job types\' own steps check the payload',
   'POST /v1/clusters/:id/bootstrapped': 'admin: resumes a job whose account was checked when it was enqueued and in its first step',
   'POST /webhooks/stripe': 'Stripe names the account in a signed event',
+  'POST /v1/events': 'admin: an event for the jobs waiting on a (name, key), whichever account they belong to',
 };
 
 describe('every route that takes an account or a service', () => {

@@ -4,12 +4,13 @@
  *   create              list the cluster's droplets by tag; create each planned node that is missing,
  *                       its user-data rendered from the operator's Talos machine configs
  *   wait_active         poll until every node is `active` with an address
- *   awaiting_bootstrap  parked (run_at = infinity) with the exact `talosctl bootstrap` command in the
- *                       checkpoint and in platform.clusters, until `resumeBootstrappedCluster` (the
- *                       POST /v1/clusters/:id/bootstrapped route) resumes it; it then probes the
- *                       Kubernetes API
- *   verify_api          probe again after a delay; after `probeAttempts` failures the job parks at
- *                       awaiting_bootstrap again (the operator fixes the bootstrap and resumes)
+ *   awaiting_bootstrap  waits for the `bootstrapped` event (waitFor, key: the cluster id) with the exact
+ *                       `talosctl bootstrap` command in the checkpoint and in platform.clusters; the
+ *                       event comes from `resumeBootstrappedCluster` (the POST /v1/clusters/:id/bootstrapped
+ *                       route), or any signal (POST /v1/jobs/:id/signal, POST /v1/events, worker.signal);
+ *                       one sent before the wait is kept for it. It then probes the Kubernetes API
+ *   verify_api          probe again after a delay; after `probeAttempts` failures the job waits at
+ *                       awaiting_bootstrap again (the operator fixes the bootstrap and signals)
  * When the API answers, the cluster is registered `active` with the add-ons it installs itself, in
  * the transaction that completes the job. Cancel or terminal failure deletes the droplets by tag.
  */
@@ -19,8 +20,9 @@ import { enqueue, type EnqueueResult } from '../../../queue/enqueue.ts';
 import { ConflictError, NotFoundError, PermanentError } from '../../../queue/errors.ts';
 import type { Job } from '../../../queue/job.ts';
 import { jobTypeOf } from '../../../queue/jobs-query.ts';
-import { resumeJob } from '../../../queue/manual.ts';
-import { done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
+import { done, next, waitFor, type JobType, type StepContext } from '../../../queue/registry.ts';
+import { signalJob } from '../../../queue/signals.ts';
+import { getJob } from '../../../queue/inspect.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
 import { parseRow } from '../rows.ts';
 import type { CloudProvider, Droplet } from './ports/cloud-provider.ts';
@@ -44,6 +46,8 @@ export const PROVISION_CLUSTER = 'provision_cluster';
 /** Where provision_cluster is enqueued (it is internal: not over POST /v1/jobs with the enqueue token). */
 export const PROVISION_CLUSTER_ROUTE = 'POST /v1/clusters';
 export const AWAITING_BOOTSTRAP = 'awaiting_bootstrap';
+/** The event the job waits for at awaiting_bootstrap (its key: the cluster id). */
+export const BOOTSTRAPPED = 'bootstrapped';
 
 /** The body of `POST /v1/clusters`, and the job's payload. */
 export const provisionClusterRequest = z
@@ -134,12 +138,16 @@ export async function enqueueProvisionCluster(sql: Queryable, request: Provision
 }
 
 /**
- * `POST /v1/clusters/:id/bootstrapped`: resume the cluster's job parked at awaiting_bootstrap.
- * NotFoundError (404) for an unknown cluster; ConflictError (409) when it is not waiting there.
+ * `POST /v1/clusters/:id/bootstrapped`: a thin alias of signalling `bootstrapped` to the cluster's
+ * job. It resumes the job waiting at awaiting_bootstrap, or is kept for its next wait there.
+ * NotFoundError (404) for an unknown cluster; ConflictError (409) when its job has ended.
  */
 export async function resumeBootstrappedCluster(sql: Sql, clusterId: string, options: { now?: Date } = {}): Promise<Job> {
   if ((await jobTypeOf(sql, clusterId)) !== PROVISION_CLUSTER) throw new NotFoundError(`no cluster ${clusterId}`);
-  return resumeJob(sql, clusterId, AWAITING_BOOTSTRAP, options);
+  await signalJob(sql, clusterId, BOOTSTRAPPED, { key: clusterId, now: options.now });
+  const found = await getJob(sql, clusterId);
+  if (!found) throw new NotFoundError(`no cluster ${clusterId}`);
+  return found.job;
 }
 
 /** The node a droplet is, once it is active with a public address (null before). */
@@ -217,9 +225,10 @@ async function waitActive(deps: Settled, ctx: StepContext<ProvisionClusterReques
   if (!first) throw new PermanentError('the cluster has no control plane node');
   const command = talosBootstrapCommand(first.publicIpv4);
   const now = ctx.now();
-  return next(AWAITING_BOOTSTRAP, {
+  return waitFor(BOOTSTRAPPED, {
+    step: AWAITING_BOOTSTRAP,
+    key: ctx.job.id,
     checkpoint: { nodes, endpoint: first.publicIpv4, bootstrapCommand: command, probes: 0 },
-    delayMs: null,
     effect: async (tx) => {
       await tx`
         update platform.clusters
@@ -237,7 +246,7 @@ async function verifyApi(deps: Settled, ctx: StepContext<ProvisionClusterRequest
   const probe = await deps.probe.version(cp.endpoint, { signal: ctx.signal });
   if (!probe.answered) {
     if (probes + 1 >= deps.probeAttempts) {
-      return next(AWAITING_BOOTSTRAP, { checkpoint: { probes: 0, lastProbe: `${probe.reason}; parked again after ${probes + 1} probes` }, delayMs: null });
+      return waitFor(BOOTSTRAPPED, { step: AWAITING_BOOTSTRAP, key: ctx.job.id, checkpoint: { probes: 0, lastProbe: `${probe.reason}; parked again after ${probes + 1} probes` } });
     }
     return next('verify_api', { checkpoint: { probes: probes + 1, lastProbe: probe.reason }, delayMs: deps.probeIntervalMs });
   }
