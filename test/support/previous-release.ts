@@ -22,6 +22,8 @@ const ADDED: Record<string, string[]> = {
   '0160': ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql'],
   '0170': ['worker.check_pool_capacity_window.sql', 'worker.in_time_window.sql', 'worker.pool_largest_capacity.sql', 'worker.pool_limit_at.sql'],
   '0180': ['worker.prepare_deadline.sql'],
+  '0220': ['worker.bulk_apply.sql', 'worker.bulk_cancel.sql', 'worker.bulk_requeue.sql', 'worker.dead_letters.sql', 'worker.error_fingerprint.sql',
+    'worker.job_filter_matches.sql', 'worker.job_filter_next_ids.sql', 'worker.job_filter_of.sql', 'worker.normalize_error.sql', 'worker.replay_job.sql'],
 };
 
 const dirs: string[] = [];
