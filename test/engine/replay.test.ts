@@ -46,14 +46,14 @@ describe('replay', () => {
     expect(replay).toMatchObject({ step: from, checkpoint: old.job.checkpoint, payload: { n: 3 } });
     expect((await getJob(db.sql, replay.id))!.events[1]!.detail).toMatchObject({ fromStep: from, payloadEdited: true });
 
-    const [{ n: jobsBefore }] = await db.sql<{ n: number }[]>`select count(*)::int as n from worker.jobs`;
+    const [{ n: jobsBefore }] = (await db.sql<{ n: number }[]>`select count(*)::int as n from worker.jobs`) as [{ n: number }];
     const badStep = await replayJob(db.sql, old.job.id, { fromStep: 'nope' }).catch((e: unknown) => e);
     expect(badStep).toBeInstanceOf(ValidationError);
     expect(badStep).toMatchObject({ field: 'fromStep', message: expect.stringContaining('start') });
     const badPayload = await replayJob(db.sql, old.job.id, { payload: { n: 'three' } as never }).catch((e: unknown) => e);
     expect(badPayload).toBeInstanceOf(ValidationError);
     expect((badPayload as ValidationError).field).toMatch(/^payload/);
-    const [{ n: jobsAfter }] = await db.sql<{ n: number }[]>`select count(*)::int as n from worker.jobs`;
+    const [{ n: jobsAfter }] = (await db.sql<{ n: number }[]>`select count(*)::int as n from worker.jobs`) as [{ n: number }];
     expect(jobsAfter).toBe(jobsBefore);
     expect((await getJob(db.sql, old.job.id))!.events.filter((e) => e.kind === 'replayed_by')).toHaveLength(1);
   });
