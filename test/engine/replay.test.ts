@@ -17,6 +17,7 @@ async function finishedCountdown(n: number) {
   return (await getJob(db.sql, job.id))!;
 }
 
+const jobCount = async () => (await db.sql<{ n: number }[]>`select count(*)::int as n from worker.jobs`)[0]!.n;
 const rowOf = async (id: string) => (await db.sql`select * from worker.jobs where id = ${id}`)[0];
 
 describe('replay', () => {
@@ -46,14 +47,14 @@ describe('replay', () => {
     expect(replay).toMatchObject({ step: from, checkpoint: old.job.checkpoint, payload: { n: 3 } });
     expect((await getJob(db.sql, replay.id))!.events[1]!.detail).toMatchObject({ fromStep: from, payloadEdited: true });
 
-    const [{ n: jobsBefore }] = (await db.sql<{ n: number }[]>`select count(*)::int as n from worker.jobs`) as [{ n: number }];
+    const jobsBefore = await jobCount();
     const badStep = await replayJob(db.sql, old.job.id, { fromStep: 'nope' }).catch((e: unknown) => e);
     expect(badStep).toBeInstanceOf(ValidationError);
     expect(badStep).toMatchObject({ field: 'fromStep', message: expect.stringContaining('start') });
     const badPayload = await replayJob(db.sql, old.job.id, { payload: { n: 'three' } as never }).catch((e: unknown) => e);
     expect(badPayload).toBeInstanceOf(ValidationError);
     expect((badPayload as ValidationError).field).toMatch(/^payload/);
-    const [{ n: jobsAfter }] = (await db.sql<{ n: number }[]>`select count(*)::int as n from worker.jobs`) as [{ n: number }];
+    const jobsAfter = await jobCount();
     expect(jobsAfter).toBe(jobsBefore);
     expect((await getJob(db.sql, old.job.id))!.events.filter((e) => e.kind === 'replayed_by')).toHaveLength(1);
   });
