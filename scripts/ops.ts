@@ -3,8 +3,8 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import {
-  cancelJob, ConflictError, failJobPermanently, getJob, isJobId, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
-  requeueJob, rescueExpiredLeases, runningJobs, ValidationError,
+  bulkCancel, bulkRequeue, cancelJob, ConflictError, deadLetters, failJobPermanently, getJob, isJobId, type BulkFilter, type JobStatus, type JsonObject,
+  NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease, replayJob, requeueJob, rescueExpiredLeases, runningJobs, ValidationError,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
 
@@ -17,6 +17,11 @@ interface Options {
   reason?: string;
   force: boolean;
   olderThanMs: number;
+  /** the bulk commands' filter (--type, --status, --created-after, …, --fingerprint, --all) */
+  filter: BulkFilter;
+  dryRun: boolean;
+  fromStep?: string;
+  payload?: JsonObject;
 }
 
 interface Command {
@@ -116,6 +121,43 @@ export const COMMANDS: Record<string, Command> = {
       console.log(`expired the leader lease (holder ${previousHolder ?? 'none'}); the next tick re-elects`);
     },
   },
+  'dead-letters': {
+    usage: 'dead-letters [--type T]',
+    help: 'failed and oom_killed jobs grouped by type and error fingerprint, latest first',
+    async run(sql, _id, o) {
+      console.log('dead letters');
+      printTable((await deadLetters(sql, { type: o.filter.type })).map((g) => ({
+        type: g.type, fingerprint: g.fingerprint, jobs: g.jobs, oom_killed: g.oomKilled, last_seen: g.lastSeen, sample: g.sampleId, error: g.error,
+      })));
+    },
+  },
+  'bulk-retry': {
+    usage: 'bulk-retry --type T --status S --fingerprint F [--created-after/--created-before/--finished-after/--finished-before ISO] [--all] [--dry-run]',
+    help: 'requeue every failed, cancelled or oom_killed job the filter takes, in batches (--dry-run: count them)',
+    async run(sql, _id, o) {
+      const r = await bulkRequeue(sql, o.filter, { dryRun: o.dryRun });
+      console.log(r.dryRun ? `dry run: ${r.matched} job(s) would be requeued` : `requeued ${r.requeued} of ${r.matched} job(s) in ${r.batches} batch(es); skipped ${r.skipped}`);
+    },
+  },
+  'bulk-cancel': {
+    usage: 'bulk-cancel --type T [--status S] [--created-after/--created-before ISO] [--all] [--reason "why"] [--dry-run]',
+    help: 'cancel every queued or running job the filter takes, in batches (--dry-run: count them)',
+    destructive: true,
+    async run(sql, _id, o) {
+      const r = await bulkCancel(sql, o.filter, { dryRun: o.dryRun, reason: o.reason ?? 'cancelled in bulk with npm run ops' });
+      console.log(r.dryRun ? `dry run: ${r.matched} job(s) would be cancelled`
+        : `cancelled ${r.cancelled}, cancel requested for ${r.cancelRequested} (hooks run at their next step), of ${r.matched} job(s); skipped ${r.skipped}`);
+    },
+  },
+  replay: {
+    usage: "replay <id> [--from-step S] [--payload JSON]",
+    help: 'run an ended job again as a new job linked to it (from a step it reached, with an edited payload)',
+    needsId: true,
+    async run(sql, id, o) {
+      const job = await replayJob(sql, id, { fromStep: o.fromStep, payload: o.payload });
+      console.log(`replayed ${id} as ${job.id} (${job.type}, from step ${job.step}); it runs at the next claim`);
+    },
+  },
   rescue: {
     usage: 'rescue',
     help: 'run the rescue sweep now: expired leases requeued one weight class up, or ended',
@@ -133,7 +175,7 @@ export function usage(): string {
     '',
     ...Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.help}`),
     '',
-    'fail and cancel refuse a database that is not local unless given --force.',
+    'fail, cancel and bulk-cancel refuse a database that is not local unless given --force.',
   ].join('\n');
 }
 
@@ -203,11 +245,22 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
       reason: { type: 'string' },
       force: { type: 'boolean', default: false },
       'older-than': { type: 'string' },
+      type: { type: 'string' },
+      status: { type: 'string', multiple: true },
+      'created-after': { type: 'string' },
+      'created-before': { type: 'string' },
+      'finished-after': { type: 'string' },
+      'finished-before': { type: 'string' },
+      fingerprint: { type: 'string' },
+      all: { type: 'boolean', default: false },
+      'dry-run': { type: 'boolean', default: false },
+      'from-step': { type: 'string' },
+      payload: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   const [command, id, ...extra] = positionals;
-  if (values.help || command === 'help') return { command: 'help', id: '', options: { force: false, olderThanMs: STUCK_MS } };
+  if (values.help || command === 'help') return { command: 'help', id: '', options: { force: false, olderThanMs: STUCK_MS, filter: {}, dryRun: false } };
   if (!command) throw new UsageError('no command given');
   const spec = COMMANDS[command];
   if (!spec) throw new UsageError(`unknown command "${command}"`);
@@ -223,7 +276,24 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
     olderThanMs = Number(values['older-than']);
     if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new UsageError(`--older-than must be a number of milliseconds, got ${values['older-than']}`);
   }
-  return { command, id: id ?? '', options: { reason: values.reason, force: values.force, olderThanMs } };
+  let payload: JsonObject | undefined;
+  if (values.payload !== undefined) {
+    try {
+      payload = JSON.parse(values.payload) as JsonObject;
+    } catch {
+      throw new UsageError(`--payload must be a JSON object, got ${values.payload}`);
+    }
+    if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) throw new UsageError(`--payload must be a JSON object, got ${values.payload}`);
+  }
+  // the filter is checked by the SQL function, which names a bad field (filter.status, …)
+  const filter: BulkFilter = {
+    type: values.type, status: values.status as JobStatus[] | undefined, createdAfter: values['created-after'], createdBefore: values['created-before'],
+    finishedAfter: values['finished-after'], finishedBefore: values['finished-before'], fingerprint: values.fingerprint, ...(values.all ? { all: true } : {}),
+  };
+  return {
+    command, id: id ?? '',
+    options: { reason: values.reason, force: values.force, olderThanMs, filter, dryRun: values['dry-run'], fromStep: values['from-step'], payload },
+  };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
