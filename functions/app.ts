@@ -1,6 +1,7 @@
 import { dashboard } from './dashboard/index.tsx';
 import { admin } from './http/routes/admin.ts';
 import { builds } from './http/routes/builds.ts';
+import { bulk } from './http/routes/bulk.ts';
 import { errorBody, respondError } from './http/errors.ts';
 import { createRouter, serveDocument } from './http/openapi.ts';
 import { health } from './http/routes/health.ts';
@@ -81,6 +82,7 @@ export function createApp() {
   // back `[redacted]`, a near miss unchanged.
 
   app.route('/', health);
+  app.route('/', bulk); // before jobs: /v1/jobs/bulk/retry is no job's retry
   app.route('/', jobs);
   app.route('/', signals);
   app.route('/', admin);

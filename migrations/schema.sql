@@ -298,7 +298,7 @@ create table worker.job_events (
   at timestamp with time zone default now() not null,
   kind text not null,
   detail jsonb default '{}'::jsonb not null,
-  constraint job_events_kind_check CHECK ((kind = ANY (ARRAY['enqueued'::text, 'superseded'::text, 'claimed'::text, 'heartbeat_lost'::text, 'checkpoint'::text, 'retry'::text, 'lease_expired'::text, 'escalated'::text, 'failed'::text, 'oom_killed'::text, 'cancel_requested'::text, 'cancelled'::text, 'done'::text, 'requeued'::text, 'rescheduled'::text, 'priority_changed'::text, 'lease_released'::text, 'resumed'::text, 'waiting'::text, 'signalled'::text, 'wait_timed_out'::text]))),
+  constraint job_events_kind_check CHECK ((kind = ANY (ARRAY['enqueued'::text, 'superseded'::text, 'claimed'::text, 'heartbeat_lost'::text, 'checkpoint'::text, 'retry'::text, 'lease_expired'::text, 'escalated'::text, 'failed'::text, 'oom_killed'::text, 'cancel_requested'::text, 'cancelled'::text, 'done'::text, 'requeued'::text, 'rescheduled'::text, 'priority_changed'::text, 'lease_released'::text, 'resumed'::text, 'waiting'::text, 'signalled'::text, 'wait_timed_out'::text, 'replay_of'::text, 'replayed_by'::text]))) NOT VALID,
   constraint job_events_pkey PRIMARY KEY (id)
 );
 
@@ -643,6 +643,8 @@ CREATE INDEX jobs_claimable_idx ON worker.jobs USING btree (priority, run_at) WH
 
 CREATE INDEX jobs_concurrency_idx ON worker.jobs USING btree (concurrency_key) WHERE ((status = 'running'::text) AND (concurrency_key IS NOT NULL));
 
+CREATE INDEX jobs_dead_letters_idx ON worker.jobs USING btree (type, finished_at) WHERE (status = ANY (ARRAY['failed'::text, 'oom_killed'::text]));
+
 CREATE INDEX jobs_deadline_idx ON worker.jobs USING btree (deadline_at) WHERE ((deadline_at IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])));
 
 CREATE UNIQUE INDEX jobs_dedupe_active_uq ON worker.jobs USING btree (dedupe_key) WHERE ((status = ANY (ARRAY['queued'::text, 'running'::text])) AND (started_at IS NOT NULL) AND (dedupe_key IS NOT NULL));
@@ -787,6 +789,80 @@ begin
     returning a.id)
   select count(*) into resolved from res;
 end $function$;
+
+CREATE OR REPLACE FUNCTION worker.bulk_apply(p_op text, p_filter jsonb, p_dry_run boolean, p_limit integer, p_after uuid, p_reason text, p_now timestamp with time zone, OUT matched bigint, OUT applied integer, OUT requested integer, OUT skipped integer, OUT next_after uuid)
+ RETURNS record
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now timestamptz := coalesce(p_now, now());
+  v_f   worker.job_filter := worker.job_filter_of(p_filter, p_op);
+  v_ids uuid[];
+  v_id  uuid;
+  v_row worker.jobs;
+  v_job worker.jobs;
+begin
+  -- The body of worker.bulk_requeue and worker.bulk_cancel. A dry run counts what the filter
+  -- takes now and changes nothing. Otherwise one batch: the next p_limit jobs by id after p_after,
+  -- each locked (in id order, so two bulk operations cannot deadlock), checked against the filter
+  -- again (a concurrent operation may have moved it on: skipped), and changed by the single
+  -- operation itself (worker.requeue_job / worker.cancel_job: the same transition, checks and
+  -- event). next_after is the cursor for the next batch, null when this one was the last.
+  matched := 0; applied := 0; requested := 0; skipped := 0;
+  if p_dry_run then
+    select count(*) into matched from worker.job_filter_next_ids(v_f, null, null);
+    return;
+  end if;
+  if p_limit is null or p_limit not between 1 and 10000 then
+    raise exception 'limit must be from 1 to 10000 jobs a batch, got %', coalesce(p_limit::text, 'null') using errcode = 'SB400', column = 'limit';
+  end if;
+  -- one more than the batch: whether another batch follows, so a set of an exact multiple of
+  -- p_limit does not take an empty last call
+  v_ids := array(select worker.job_filter_next_ids(v_f, p_after, p_limit + 1));
+  next_after := case when cardinality(v_ids) > p_limit then v_ids[p_limit] end;
+  foreach v_id in array v_ids[1:p_limit] loop
+    matched := matched + 1;
+    select * into v_row from worker.jobs j where j.id = v_id for update;
+    if not found or not worker.job_filter_matches(v_row, v_f) then
+      skipped := skipped + 1;
+      continue;
+    end if;
+    if p_op = 'requeue' then
+      begin
+        perform worker.requeue_job(v_id, v_now);
+        applied := applied + 1;
+      exception when sqlstate 'SB409' then
+        -- another job holds its dedupe key: it stays as it is
+        skipped := skipped + 1;
+      end;
+    else
+      v_job := worker.cancel_job(v_id, p_reason, v_now);
+      if v_job.status = 'cancelled' then applied := applied + 1; else requested := requested + 1; end if;
+    end if;
+  end loop;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.bulk_cancel(p_filter jsonb, p_dry_run boolean DEFAULT true, p_reason text DEFAULT 'cancelled in bulk by operator'::text, p_limit integer DEFAULT 500, p_after uuid DEFAULT NULL::uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, OUT matched bigint, OUT cancelled integer, OUT cancel_requested integer, OUT skipped integer, OUT next_after uuid)
+ RETURNS record
+ LANGUAGE sql
+AS $function$
+  -- Cancel by filter (worker.job_filter_of): each queued or running job it takes goes through
+  -- worker.cancel_job: one that never started is cancelled at once, a started one gets a cancel
+  -- request (its hook runs at its next step). Dry run by default; batches as worker.bulk_requeue.
+  select b.matched, b.applied, b.requested, b.skipped, b.next_after
+    from worker.bulk_apply('cancel', p_filter, p_dry_run, p_limit, p_after, p_reason, p_now) b
+$function$;
+
+CREATE OR REPLACE FUNCTION worker.bulk_requeue(p_filter jsonb, p_dry_run boolean DEFAULT true, p_limit integer DEFAULT 500, p_after uuid DEFAULT NULL::uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, OUT matched bigint, OUT requeued integer, OUT skipped integer, OUT next_after uuid)
+ RETURNS record
+ LANGUAGE sql
+AS $function$
+  -- Retry by filter (worker.job_filter_of): each failed, cancelled or oom_killed job it takes is
+  -- requeued by worker.requeue_job. A dry run (the default) only counts; a real call does one
+  -- batch of p_limit and answers next_after, the p_after of the next call (null: done).
+  select b.matched, b.applied, b.skipped, b.next_after
+    from worker.bulk_apply('requeue', p_filter, p_dry_run, p_limit, p_after, null, p_now) b
+$function$;
 
 CREATE OR REPLACE FUNCTION worker.cancel_job(p_id uuid, p_reason text DEFAULT 'cancelled by operator'::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS worker.jobs
@@ -1405,6 +1481,30 @@ AS $function$
    group by 1, 2, 3
 $function$;
 
+CREATE OR REPLACE FUNCTION worker.dead_letters(p_type text DEFAULT NULL::text, p_limit integer DEFAULT 100)
+ RETURNS TABLE(type text, fingerprint text, error text, jobs bigint, failed bigint, oom_killed bigint, first_seen timestamp with time zone, last_seen timestamp with time zone, sample_id uuid, sample_error text)
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+begin
+  -- The dead letters (failed and oom_killed jobs: those the engine gave up on) grouped by type
+  -- and how they failed (worker.error_fingerprint), the group seen last first: each with its
+  -- count, when its first and last job ended, and its latest job as the sample. Read through the
+  -- dead letters' own partial index, so done jobs, however many, cost nothing here.
+  -- "retry this group" is worker.bulk_requeue('{"type": …, "fingerprint": …}', false).
+  return query
+  select d.type, left(md5(d.error), 16), d.error, count(*), count(*) filter (where d.status = 'failed'),
+         count(*) filter (where d.status = 'oom_killed'), min(d.finished_at), max(d.finished_at),
+         (array_agg(d.id order by d.finished_at desc, d.id desc))[1],
+         (array_agg(d.last_error order by d.finished_at desc, d.id desc))[1]
+    from (select j.type, j.status, j.id, j.finished_at, j.last_error, worker.normalize_error(j.last_error) as error
+            from worker.jobs j
+           where j.status in ('failed', 'oom_killed') and (p_type is null or j.type = p_type)) d
+   group by d.type, d.error
+   order by max(d.finished_at) desc, d.type, d.error
+   limit p_limit;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.deliver_signal(p_wait worker.job_waits, p_payload jsonb, p_event_id bigint, p_now timestamp with time zone)
  RETURNS void
  LANGUAGE plpgsql
@@ -1777,6 +1877,17 @@ begin
     using errcode = 'SB400', column = p_field;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.error_fingerprint(p_error text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  -- 16 hex digits naming how a job failed: the hash of its normalised last_error
+  -- (worker.normalize_error), what the dead-letter view groups by and a bulk filter matches.
+  -- (worker.dead_letters hashes the normalised text it groups by the same way)
+  select left(md5(worker.normalize_error(p_error)), 16)
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.event_time(p_at timestamp with time zone)
  RETURNS text
  LANGUAGE sql
@@ -1870,6 +1981,134 @@ AS $function$
               else p_at >= p_starts or p_at < p_ends end
 $function$;
 
+CREATE OR REPLACE FUNCTION worker.job_filter_matches(j worker.jobs, f worker.job_filter)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- Whether a job is one a bulk operation's filter takes: checked when the batch is chosen and
+  -- again once its row is locked (the job may have moved on in between). A cancel does not take a
+  -- job whose cancel is already requested: there is nothing left to do to it.
+  select j.status = any (f.statuses)
+     and (f.type is null or j.type = f.type)
+     and (f.created_after is null or j.created_at >= f.created_after)
+     and (f.created_before is null or j.created_at < f.created_before)
+     and (f.finished_after is null or j.finished_at >= f.finished_after)
+     and (f.finished_before is null or j.finished_at < f.finished_before)
+     and (f.op <> 'cancel' or j.cancel_requested_at is null)
+     and (f.fingerprint is null or worker.error_fingerprint(j.last_error) = f.fingerprint)
+$function$;
+
+CREATE OR REPLACE FUNCTION worker.job_filter_next_ids(f worker.job_filter, p_after uuid, p_limit integer)
+ RETURNS SETOF uuid
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- The next p_limit jobs (by id, after p_after) a bulk filter takes; all of them when p_limit is
+  -- null (a dry run counts these). Status and type are restated outside job_filter_matches so the
+  -- planner sees them and can use a status's partial index (the dead letters' for a retry).
+  select j.id from worker.jobs j
+   where j.status = any (f.statuses)
+     and (f.type is null or j.type = f.type)
+     and (p_after is null or j.id > p_after)
+     and worker.job_filter_matches(j, f)
+   order by j.id
+   limit p_limit
+$function$;
+
+CREATE OR REPLACE FUNCTION worker.job_filter_of(p_filter jsonb, p_op text)
+ RETURNS worker.job_filter
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+declare
+  v_allowed text[] := case p_op when 'requeue' then '{failed,cancelled,oom_killed}'::text[]
+                                when 'cancel' then '{queued,running}'::text[] end;
+  v_f       worker.job_filter;
+  v_key     text;
+  v_field   text;
+begin
+  -- The JSON filter of a bulk operation ({type, status, createdAfter, createdBefore,
+  -- finishedAfter, finishedBefore, fingerprint, all}) as a worker.job_filter, or SB400 naming
+  -- the field. No criterion at all is refused unless "all": true says that is meant.
+  if v_allowed is null then
+    raise exception 'unknown bulk operation "%"', p_op using errcode = 'SB400', column = 'op';
+  end if;
+  if p_filter is null or jsonb_typeof(p_filter) <> 'object' then
+    raise exception 'filter must be a JSON object' using errcode = 'SB400', column = 'filter';
+  end if;
+  select k into v_key from jsonb_object_keys(p_filter) k
+   where k not in ('type', 'status', 'createdAfter', 'createdBefore', 'finishedAfter', 'finishedBefore', 'fingerprint', 'all')
+   limit 1;
+  if v_key is not null then
+    raise exception 'filter.% is not a filter field (allowed: all, createdAfter, createdBefore, finishedAfter, finishedBefore, fingerprint, status, type)', v_key
+      using errcode = 'SB400', column = 'filter.' || v_key;
+  end if;
+  if p_filter ? 'all' and p_filter->'all' is distinct from 'true'::jsonb then
+    raise exception 'filter.all must be true when given' using errcode = 'SB400', column = 'filter.all';
+  end if;
+  if not exists (select 1 from jsonb_object_keys(p_filter) k where k <> 'all') and p_filter->'all' is distinct from 'true'::jsonb then
+    raise exception 'an empty filter would % every job it may: name a type, status, time range or fingerprint, or give "all": true', p_op
+      using errcode = 'SB400', column = 'filter';
+  end if;
+  v_f.op := p_op;
+
+  if p_filter ? 'type' then
+    if jsonb_typeof(p_filter->'type') <> 'string' or not exists (select 1 from worker.job_types t where t.type = p_filter->>'type') then
+      raise exception 'filter.type: unknown job type %', p_filter->'type' using errcode = 'SB400', column = 'filter.type';
+    end if;
+    v_f.type := p_filter->>'type';
+  end if;
+
+  if p_filter ? 'status' then
+    if jsonb_typeof(p_filter->'status') = 'string' then
+      v_f.statuses := array[p_filter->>'status'];
+    elsif jsonb_typeof(p_filter->'status') = 'array' and jsonb_array_length(p_filter->'status') > 0
+          and not exists (select 1 from jsonb_array_elements(p_filter->'status') e where jsonb_typeof(e) <> 'string') then
+      v_f.statuses := array(select distinct e from jsonb_array_elements_text(p_filter->'status') e order by 1);
+    else
+      raise exception 'filter.status must be a status or a non-empty array of them' using errcode = 'SB400', column = 'filter.status';
+    end if;
+    if not v_f.statuses <@ v_allowed then
+      raise exception 'filter.status: % takes jobs that are %, not %', p_op, array_to_string(v_allowed, ', '),
+        array_to_string(array(select s from unnest(v_f.statuses) s where s <> all (v_allowed)), ', ')
+        using errcode = 'SB400', column = 'filter.status';
+    end if;
+  else
+    v_f.statuses := v_allowed;
+  end if;
+
+  foreach v_field in array array['createdAfter', 'createdBefore', 'finishedAfter', 'finishedBefore'] loop
+    continue when not p_filter ? v_field;
+    if p_op = 'cancel' and v_field like 'finished%' then
+      raise exception 'filter.%: the jobs cancel takes have not finished', v_field using errcode = 'SB400', column = 'filter.' || v_field;
+    end if;
+    begin
+      if jsonb_typeof(p_filter->v_field) <> 'string' then
+        raise exception using errcode = '22007';
+      end if;
+      case v_field
+        when 'createdAfter' then v_f.created_after := (p_filter->>v_field)::timestamptz;
+        when 'createdBefore' then v_f.created_before := (p_filter->>v_field)::timestamptz;
+        when 'finishedAfter' then v_f.finished_after := (p_filter->>v_field)::timestamptz;
+        else v_f.finished_before := (p_filter->>v_field)::timestamptz;
+      end case;
+    exception when invalid_datetime_format or datetime_field_overflow then
+      raise exception 'filter.% must be a time (ISO 8601, e.g. 2026-05-01T00:00:00Z), got %', v_field, p_filter->v_field
+        using errcode = 'SB400', column = 'filter.' || v_field;
+    end;
+  end loop;
+
+  if p_filter ? 'fingerprint' then
+    if jsonb_typeof(p_filter->'fingerprint') <> 'string' or p_filter->>'fingerprint' !~ '^[0-9a-f]{16}$' then
+      raise exception 'filter.fingerprint must be 16 hex digits, as the dead-letter view shows, got %', p_filter->'fingerprint'
+        using errcode = 'SB400', column = 'filter.fingerprint';
+    end if;
+    v_f.fingerprint := p_filter->>'fingerprint';
+  end if;
+  return v_f;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.lock_job_for(p_id uuid, p_verb text, p_from text[])
  RETURNS worker.jobs
  LANGUAGE plpgsql
@@ -1902,6 +2141,26 @@ begin
   insert into worker.signal_channels (name, key) values (p_name, p_key) on conflict do nothing;
   perform 1 from worker.signal_channels where name = p_name and key = p_key for update;
 end $function$;
+
+CREATE OR REPLACE FUNCTION worker.normalize_error(p_error text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  -- A failure's message with what differs between two jobs failing the same way replaced
+  -- (quoted values first, so an id inside quotes is one value; then ids, times, hex, numbers),
+  -- whitespace collapsed, the first 2000 characters read and 500 kept: jobs that failed alike
+  -- share the result, and worker.error_fingerprint hashes it. A null error is ''.
+  select left(btrim(regexp_replace(
+    regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(
+      left(coalesce(p_error, ''), 2000),
+      $re$'[^']*'|"[^"]*"|`[^`]*`$re$, '<value>', 'g'),
+      '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<id>', 'gi'),
+      '\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?)?', '<time>', 'gi'),
+      '\m(0x[0-9a-f]+|(?=[a-f]*[0-9])[0-9a-f]{8,})\M', '<hex>', 'gi'),
+      '\m\d+(\.\d+)?\M', '<n>', 'g'),
+    '\s+', ' ', 'g')), 500)
+$function$;
 
 CREATE OR REPLACE FUNCTION worker.pause_claims(p_kind text, p_name text, p_paused_by text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS worker.pauses
@@ -2276,6 +2535,57 @@ AS $function$
 begin
   delete from worker.submit_keys k where k.submit_key = old.submit_key and k.job_id = old.id;
   return null;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.replay_job(p_id uuid, p_from_step text DEFAULT NULL::text, p_payload jsonb DEFAULT NULL::jsonb, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now   timestamptz := coalesce(p_now, now());
+  v_step  text := coalesce(p_from_step, 'start');
+  v_old   worker.jobs;
+  v_type  worker.job_types;
+  v_steps text[];
+  v_p     record;
+  v_job   worker.jobs;
+begin
+  -- Run an ended job again as a NEW job, the old one left as it is (its row unchanged; its
+  -- history gains 'replayed_by'). From 'start' (the default) the new job begins afresh; from a
+  -- later step it begins there with the old job's last checkpoint (checkpoints are merged, not
+  -- kept per step), so the step finds what the steps before it saved. The step must be one the
+  -- old job reached. The payload (the old one, or p_payload) is checked as an enqueue checks it;
+  -- type, priority, max attempts, pool and weight are the old job's (its weight as it ended: a
+  -- job escalated for memory starts where it needed to be). Dedupe and submit keys are not
+  -- carried: a replay is an operator's deliberate extra run, not a push to debounce or a
+  -- repeated request.
+  v_old := worker.lock_job_for(p_id, 'replay', '{done,failed,cancelled,oom_killed}');
+  v_steps := array(select distinct s from (
+               select 'start' as s
+               union all select v_old.step
+               union all select e.detail->>'step' from worker.job_events e
+                where e.job_id = p_id and e.kind = 'checkpoint' and e.detail ? 'step') x where s is not null order by 1);
+  if not v_step = any (v_steps) then
+    raise exception 'job % never reached step "%" (its steps: %)', p_id, v_step, array_to_string(v_steps, ', ')
+      using errcode = 'SB400', column = 'fromStep';
+  end if;
+  select * into v_type from worker.job_types t where t.type = v_old.type;
+  select * into v_p
+    from worker.prepare_enqueue(v_old.type, coalesce(p_payload, v_old.payload), v_old.priority, null, v_old.max_attempts, null, null,
+                                v_old.pool, v_old.weight,
+                                -- a type that derives its key derives it again (from the new payload)
+                                case when v_type.concurrency_key is null then v_old.concurrency_key end,
+                                case when v_type.concurrency_key is null then v_old.concurrency_limit end,
+                                null, v_now);
+  select * into v_p from worker.prepare_deadline(v_p.job, v_p.request, null, null);
+  v_job := jsonb_populate_record(null::worker.jobs, worker.enqueue_prepared(v_p.job, v_p.request, v_now));
+  if v_step <> 'start' then
+    update worker.jobs set step = v_step, checkpoint = v_old.checkpoint where id = v_job.id returning * into v_job;
+  end if;
+  insert into worker.job_events (job_id, at, kind, detail) values
+    (v_job.id, v_now, 'replay_of', jsonb_build_object('job', p_id, 'fromStep', v_step, 'payloadEdited', p_payload is not null)),
+    (p_id, v_now, 'replayed_by', jsonb_build_object('job', v_job.id, 'fromStep', v_step, 'payloadEdited', p_payload is not null));
+  return v_job;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.requeue_job(p_id uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)

@@ -3,8 +3,9 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import {
-  cancelJob, ConflictError, failJobPermanently, getJob, isJobId, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
-  requeueJob, rescueExpiredLeases, runningJobs, sendEvent, signalJob, ValidationError, type Json,
+  bulkCancel, bulkRequeue, cancelJob, ConflictError, deadLetters, failJobPermanently, getJob, isJobId, type BulkFilter, type JobStatus, type Json,
+  type JsonObject, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease, replayJob, requeueJob, rescueExpiredLeases,
+  runningJobs, sendEvent, signalJob, ValidationError,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
 import { FLOW_COMMANDS, printFlowControl } from './lib/ops-flow.ts';
@@ -24,6 +25,10 @@ interface Options {
   args: string[];
   key?: string;
   payload?: Json;
+  /** the bulk commands' filter (--type, --status, --created-after, …, --fingerprint, --all) */
+  filter: BulkFilter;
+  dryRun: boolean;
+  fromStep?: string;
 }
 
 interface Command {
@@ -148,6 +153,43 @@ export const COMMANDS: Record<string, Command> = {
       console.log(answer.delivered.length > 0 ? `delivered to ${answer.delivered.length} job(s): ${answer.delivered.join(', ')}` : `no job waits on it: kept as event ${answer.keptEventId} for the next wait`);
     },
   },
+  'dead-letters': {
+    usage: 'dead-letters [--type T]',
+    help: 'failed and oom_killed jobs grouped by type and error fingerprint, latest first',
+    async run(sql, _id, o) {
+      console.log('dead letters');
+      printTable((await deadLetters(sql, { type: o.filter.type })).map((g) => ({
+        type: g.type, fingerprint: g.fingerprint, jobs: g.jobs, oom_killed: g.oomKilled, last_seen: g.lastSeen, sample: g.sampleId, error: g.error,
+      })));
+    },
+  },
+  'bulk-retry': {
+    usage: 'bulk-retry --type T --status S --fingerprint F [--created-after/--created-before/--finished-after/--finished-before ISO] [--all] [--dry-run]',
+    help: 'requeue every failed, cancelled or oom_killed job the filter takes, in batches (--dry-run: count them)',
+    async run(sql, _id, o) {
+      const r = await bulkRequeue(sql, o.filter, { dryRun: o.dryRun });
+      console.log(r.dryRun ? `dry run: ${r.matched} job(s) would be requeued` : `requeued ${r.requeued} of ${r.matched} job(s) in ${r.batches} batch(es); skipped ${r.skipped}`);
+    },
+  },
+  'bulk-cancel': {
+    usage: 'bulk-cancel --type T [--status S] [--created-after/--created-before ISO] [--all] [--reason "why"] [--dry-run]',
+    help: 'cancel every queued or running job the filter takes, in batches (--dry-run: count them)',
+    destructive: true,
+    async run(sql, _id, o) {
+      const r = await bulkCancel(sql, o.filter, { dryRun: o.dryRun, reason: o.reason ?? 'cancelled in bulk with npm run ops' });
+      console.log(r.dryRun ? `dry run: ${r.matched} job(s) would be cancelled`
+        : `cancelled ${r.cancelled}, cancel requested for ${r.cancelRequested} (hooks run at their next step), of ${r.matched} job(s); skipped ${r.skipped}`);
+    },
+  },
+  replay: {
+    usage: "replay <id> [--from-step S] [--payload JSON]",
+    help: 'run an ended job again as a new job linked to it (from a step it reached, with an edited payload)',
+    needsId: true,
+    async run(sql, id, o) {
+      const job = await replayJob(sql, id, { fromStep: o.fromStep, payload: o.payload as JsonObject | undefined });
+      console.log(`replayed ${id} as ${job.id} (${job.type}, from step ${job.step}); it runs at the next claim`);
+    },
+  },
   rescue: {
     usage: 'rescue',
     help: 'run the rescue sweep now: expired leases requeued one weight class up, or ended',
@@ -166,7 +208,7 @@ export function usage(): string {
     '',
     ...Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.help}`),
     '',
-    'fail and cancel refuse a database that is not local unless given --force.',
+    'fail, cancel and bulk-cancel refuse a database that is not local unless given --force.',
   ].join('\n');
 }
 
@@ -238,12 +280,22 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
       force: { type: 'boolean', default: false },
       'older-than': { type: 'string' },
       key: { type: 'string' },
+      type: { type: 'string' },
+      status: { type: 'string', multiple: true },
+      'created-after': { type: 'string' },
+      'created-before': { type: 'string' },
+      'finished-after': { type: 'string' },
+      'finished-before': { type: 'string' },
+      fingerprint: { type: 'string' },
+      all: { type: 'boolean', default: false },
+      'dry-run': { type: 'boolean', default: false },
+      'from-step': { type: 'string' },
       payload: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   const [command, ...rest] = positionals;
-  if (values.help || command === 'help') return { command: 'help', id: '', options: { force: false, olderThanMs: STUCK_MS, args: [] } };
+  if (values.help || command === 'help') return { command: 'help', id: '', options: { force: false, olderThanMs: STUCK_MS, args: [], filter: {}, dryRun: false } };
   if (!command) throw new UsageError('no command given');
   const spec = COMMANDS[command];
   if (!spec) throw new UsageError(`unknown command "${command}"`);
@@ -274,8 +326,23 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
     } catch {
       throw new UsageError(`--payload must be JSON, got ${values.payload}`);
     }
+    // a replay's payload is a job's payload: an object (a signal's may be any JSON)
+    if (command === 'replay' && (payload === null || typeof payload !== 'object' || Array.isArray(payload))) {
+      throw new UsageError(`--payload must be a JSON object, got ${values.payload}`);
+    }
   }
-  return { command, id: id ?? '', options: { reason: values.reason, by: values.by, force: values.force, olderThanMs, args, key: values.key, payload } };
+  // the filter is checked by the SQL function, which names a bad field (filter.status, …)
+  const filter: BulkFilter = {
+    type: values.type, status: values.status as JobStatus[] | undefined, createdAfter: values['created-after'], createdBefore: values['created-before'],
+    finishedAfter: values['finished-after'], finishedBefore: values['finished-before'], fingerprint: values.fingerprint, ...(values.all ? { all: true } : {}),
+  };
+  return {
+    command, id: id ?? '',
+    options: {
+      reason: values.reason, by: values.by, force: values.force, olderThanMs, args, key: values.key, payload,
+      filter, dryRun: values['dry-run'], fromStep: values['from-step'],
+    },
+  };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

@@ -102,6 +102,8 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
         case 'priority_changed':
         case 'rescheduled':
         case 'resumed':
+        case 'replay_of':
+        case 'replayed_by':
           break;
         case 'claimed': {
           tally.claims++;

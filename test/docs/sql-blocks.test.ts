@@ -20,7 +20,25 @@ describe('the SQL in docs/engine.md', () => {
   const blocks = fencedBlocks('docs/engine.md').filter((b) => b.lang === 'sql');
 
   it('is there to run: the SQL enqueue and the quick checks', () => {
-    expect(blocks.map((b) => statements(b.text).length)).toEqual([2, 4]);
+    expect(blocks.map((b) => statements(b.text).length)).toEqual([2, 4, 5]);
+  });
+
+  it('runs the bulk, dead-letter and replay SQL as shown: a group listed, counted, retried, a job cancelled and one replayed', async () => {
+    const bulk = statements(blocks[2]!.text);
+    const failed = await db.sql<{ id: string }[]>`
+      insert into worker.jobs (type, status, attempts, last_error, started_at, finished_at)
+      select 'fail', 'failed', 3, 'sample failure (attempt ' || i || ')', now(), now() from generate_series(1, 3) i returning id`;
+    await db.sql`insert into worker.jobs (type, payload, created_at) values ('countdown', '{"n": 1}', '2026-04-30T00:00:00Z')`;
+    const [groups] = [await db.sql.unsafe(bulk[0]!)];
+    const group = groups.find((g) => g.type === 'fail')!;
+    expect(group).toMatchObject({ error: 'sample failure (attempt <n>)', jobs: '3' });
+    const withFingerprint = (s: string) => s.replace('"…"', `"${group.fingerprint}"`);
+    expect((await db.sql.unsafe(withFingerprint(bulk[1]!)))[0]).toMatchObject({ matched: '3', requeued: 0 });
+    expect((await db.sql.unsafe(withFingerprint(bulk[2]!)))[0]).toMatchObject({ matched: '3', requeued: 3, next_after: null });
+    expect((await db.sql.unsafe(bulk[3]!))[0]).toMatchObject({ cancelled: 1 });
+    await db.sql`update worker.jobs set status = 'failed', finished_at = now() where id = ${failed[0]!.id}`;
+    const [replay] = await db.sql.unsafe(bulk[4]!.replace("'…'", `'${failed[0]!.id}'`));
+    expect(replay).toMatchObject({ type: 'fail', status: 'queued', payload: { message: 'again' } });
   });
 
   it('runs as shown, and the history query returns the job history the API shows', async () => {

@@ -191,3 +191,40 @@ describe('npm run ops: signals', () => {
     expect(blank).toMatchObject({ code: 1, out: expect.stringContaining('name must be') });
   });
 });
+
+describe('npm run ops: bulk, dead letters, replay', () => {
+  it('lists a dead-letter group, counts it with --dry-run, retries it by fingerprint, and replays a job', async () => {
+    const rows = await db.sql<{ id: string }[]>`
+      insert into worker.jobs (type, status, attempts, last_error, started_at, finished_at)
+      select 'fail', 'failed', 3, 'disk quota 0x' || i || 'ff exceeded on volume ' || i, now(), now() from generate_series(10, 13) i returning id`;
+    const [{ fp }] = (await db.sql<{ fp: string }[]>`select worker.error_fingerprint('disk quota 0x10ff exceeded on volume 10') as fp`) as unknown as [{ fp: string }];
+    const listed = await ops(['dead-letters', '--type', 'fail']);
+    expect(listed.code).toBe(0);
+    expect(listed.out).toContain(fp);
+    expect(listed.out).toContain('disk quota <hex> exceeded on volume <n>');
+
+    const dry = await ops(['bulk-retry', '--type', 'fail', '--status', 'failed', '--fingerprint', fp, '--dry-run']);
+    expect(dry).toMatchObject({ code: 0, out: expect.stringContaining('dry run: 4 job(s) would be requeued') });
+    expect(await statusOf(rows[0]!.id)).toBe('failed');
+    const real = await ops(['bulk-retry', '--type', 'fail', '--status', 'failed', '--fingerprint', fp]);
+    expect(real).toMatchObject({ code: 0, out: expect.stringContaining('requeued 4 of 4 job(s) in 1 batch(es); skipped 0') });
+    for (const { id } of rows) expect(await statusOf(id)).toBe('queued');
+
+    const waiting = await queuedJob('bulk cancel me');
+    const createdAfter = (await db.sql`select created_at from worker.jobs where id = ${waiting}`)[0]!.created_at.toISOString();
+    expect(await ops(['bulk-cancel', '--type', 'uppercase', '--created-after', createdAfter, '--dry-run'])).toMatchObject({ code: 0, out: expect.stringContaining('dry run: 1 job(s)') });
+    expect(await ops(['bulk-cancel', '--type', 'uppercase', '--created-after', createdAfter, '--reason', 'bad release'])).toMatchObject({ code: 0, out: expect.stringContaining('cancelled 1, cancel requested for 0') });
+    expect(await statusOf(waiting)).toBe('cancelled');
+
+    const empty = await ops(['bulk-retry']);
+    expect(empty).toMatchObject({ code: 1, out: expect.stringContaining('an empty filter') });
+
+    await db.sql`update worker.jobs set status = 'failed', finished_at = now() where id = ${rows[0]!.id}`;
+    const replayed = await ops(['replay', rows[0]!.id, '--payload', '{"message":"again"}']);
+    expect(replayed).toMatchObject({ code: 0, out: expect.stringContaining(`replayed ${rows[0]!.id} as `) });
+    const newId = /as ([0-9a-f-]{36})/.exec(replayed.out)![1]!;
+    expect((await db.sql`select payload from worker.jobs where id = ${newId}`)[0]!.payload).toEqual({ message: 'again' });
+    expect(await ops(['replay', rows[0]!.id, '--payload', '[1]'])).toMatchObject({ code: 2, out: expect.stringContaining('--payload must be a JSON object') });
+    expect(await ops(['replay', rows[0]!.id, '--from-step', 'nope'])).toMatchObject({ code: 1, out: expect.stringContaining('never reached step "nope"') });
+  });
+});

@@ -55,6 +55,395 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/bulk/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Requeue every failed, cancelled or oom_killed job a filter takes (dryRun: count them) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        filter: components["schemas"]["BulkFilter"];
+                        /** @description count what the filter takes now and change nothing */
+                        dryRun?: boolean;
+                        /** @description jobs per transaction (default 500) */
+                        batchSize?: number;
+                        /** @description stop after the batch reaching this many (default 5000) and answer nextCursor */
+                        maxJobs?: number;
+                        /**
+                         * Format: uuid
+                         * @description a nextCursor an earlier call answered
+                         */
+                        cursor?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description the counts */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BulkRetryResult"];
+                    };
+                };
+                /** @description invalid input: the body, a field or a parameter (error.field names it) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the body is larger than the route accepts */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/bulk/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel every queued or running job a filter takes (dryRun: count them) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        filter: components["schemas"]["BulkFilter"];
+                        /** @description count what the filter takes now and change nothing */
+                        dryRun?: boolean;
+                        /** @description jobs per transaction (default 500) */
+                        batchSize?: number;
+                        /** @description stop after the batch reaching this many (default 5000) and answer nextCursor */
+                        maxJobs?: number;
+                        /**
+                         * Format: uuid
+                         * @description a nextCursor an earlier call answered
+                         */
+                        cursor?: string;
+                        reason?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description the counts */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BulkCancelResult"];
+                    };
+                };
+                /** @description invalid input: the body, a field or a parameter (error.field names it) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the body is larger than the route accepts */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dead-letters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Failed and oom_killed jobs grouped by type and error fingerprint, the latest group first */
+        get: {
+            parameters: {
+                query?: {
+                    type?: string;
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the groups */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            groups: components["schemas"]["DeadLetterGroup"][];
+                        };
+                    };
+                };
+                /** @description invalid input: the body, a field or a parameter (error.field names it) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run an ended job again as a new job (from a step, with an edited payload), linked to the old one */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the job id */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": {
+                        /** @description a step the job reached (default 'start', its first) */
+                        fromStep?: string;
+                        /** @description an edited payload, checked as an enqueue checks it (default the job's) */
+                        payload?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description the new job */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            job: components["schemas"]["Job"];
+                        };
+                    };
+                };
+                /** @description invalid input: the body, a field or a parameter (error.field names it) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description no such resource */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the job is in a state the action does not apply to */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the body is larger than the route accepts */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/batch": {
         parameters: {
             query?: never;
@@ -2370,6 +2759,77 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        BulkRetryResult: {
+            dryRun: boolean;
+            /** @description jobs the filter took (a dry run: all it takes now) */
+            matched: number;
+            /** @description moved on before their turn (or another job holds their dedupe key): left as they are */
+            skipped: number;
+            batches: number;
+            /** @description pass as cursor to go on; null: the set is done */
+            nextCursor: string | null;
+            requeued: number;
+        };
+        Error: {
+            error: {
+                code: string;
+                message: string;
+                field?: string;
+            };
+        };
+        BulkFilter: {
+            type?: string;
+            /** @description retry: failed, cancelled, oom_killed (default all three); cancel: queued, running (default both) */
+            status?: ("queued" | "running" | "done" | "failed" | "cancelled" | "oom_killed") | ("queued" | "running" | "done" | "failed" | "cancelled" | "oom_killed")[];
+            /**
+             * Format: date-time
+             * @description created at or after
+             */
+            createdAfter?: string;
+            /**
+             * Format: date-time
+             * @description created before
+             */
+            createdBefore?: string;
+            /** Format: date-time */
+            finishedAfter?: string;
+            /** Format: date-time */
+            finishedBefore?: string;
+            fingerprint?: string;
+            /**
+             * @description no criterion: every job the operation may take (an empty filter is refused without it)
+             * @enum {boolean}
+             */
+            all?: true;
+        };
+        BulkCancelResult: {
+            dryRun: boolean;
+            /** @description jobs the filter took (a dry run: all it takes now) */
+            matched: number;
+            /** @description moved on before their turn (or another job holds their dedupe key): left as they are */
+            skipped: number;
+            batches: number;
+            /** @description pass as cursor to go on; null: the set is done */
+            nextCursor: string | null;
+            cancelled: number;
+            cancelRequested: number;
+        };
+        DeadLetterGroup: {
+            type: string;
+            fingerprint: string;
+            /** @description last_error normalised: what the group shares */
+            error: string;
+            jobs: number;
+            failed: number;
+            oomKilled: number;
+            /** Format: date-time */
+            firstSeen: string;
+            /** Format: date-time */
+            lastSeen: string;
+            /** @description the group's latest job */
+            sampleId: string;
+            sampleError: string | null;
+        };
         Job: {
             id: string;
             type: string;
@@ -2427,13 +2887,6 @@ export interface components {
              * @description when the next step (or the retry) is due while the job waits between steps; null while running, parked, or not in progress
              */
             nextStepAt: string | null;
-        };
-        Error: {
-            error: {
-                code: string;
-                message: string;
-                field?: string;
-            };
         };
         JobAnswer: {
             job: components["schemas"]["Job"];

@@ -26,6 +26,8 @@ const ADDED: Record<string, string[]> = {
     'worker.signal.sql', 'worker.wait_for.sql', 'worker.wait_is_open.sql'],
   '0210': ['worker.claim_eligible.sql', 'worker.fair_claim_candidates.sql', 'worker.pause_claims.sql', 'worker.rate_limit_room.sql',
     'worker.resume_claims.sql', 'worker.settle_rate_limited.sql'],
+  '0220': ['worker.bulk_apply.sql', 'worker.bulk_cancel.sql', 'worker.bulk_requeue.sql', 'worker.dead_letters.sql', 'worker.error_fingerprint.sql',
+    'worker.job_filter_matches.sql', 'worker.job_filter_next_ids.sql', 'worker.job_filter_of.sql', 'worker.normalize_error.sql', 'worker.replay_job.sql'],
 };
 
 const dirs: string[] = [];

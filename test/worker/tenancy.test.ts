@@ -82,6 +82,8 @@ const REFUSALS: Record<string, Array<{ what: string; body: Json; status: 403 | 4
 const NOT_ACCOUNT_BOUND: Record<string, string> = {
   'POST /v1/jobs': 'generic: the job types\' own steps check the payload (tested below)',
   'POST /v1/jobs/batch': 'generic: the job types\' own steps check the payload',
+  'POST /v1/jobs/bulk/retry': 'admin: acts on the jobs a filter of type, status, time and fingerprint takes, not on an account',
+  'POST /v1/jobs/bulk/cancel': 'admin: acts on the jobs a filter of type, status and time takes, not on an account',
   'POST /v1/clusters/:id/bootstrapped': 'admin: resumes a job whose account was checked when it was enqueued and in its first step',
   'POST /webhooks/stripe': 'Stripe names the account in a signed event',
   'POST /v1/events': 'admin: an event for the jobs waiting on a (name, key), whichever account they belong to',
