@@ -3,6 +3,7 @@ import type { Sql } from './db.ts';
 import { upsertJobTypes } from './driver/job-types.ts';
 import { DEADLINE_SEVERITIES, type DeadlineSeverity, type Job, type Json, type JsonObject } from './job.ts';
 import type { SettleEffect } from './settle.ts';
+import type { ChildOutcome, SpawnResult } from './children.ts';
 
 /** What a step sees. */
 export interface StepContext<P> {
@@ -20,12 +21,15 @@ export interface StepContext<P> {
   sql: Sql;
   /** The runner's clock (pinned in tests). */
   now(): Date;
+  /** The children of the job's latest spawn (queue/children.ts) with their outcomes, in the order given; [] if it never spawned. */
+  children(): Promise<ChildOutcome[]>;
 }
 
 /** How a step ends. A thrown error means retry (or fail, for a PermanentError). */
 export type StepResult =
   | { outcome: 'done'; result?: Json; effect?: SettleEffect }
-  | { outcome: 'continue'; step: string; checkpoint?: JsonObject; delayMs?: number | null; effect?: SettleEffect };
+  | { outcome: 'continue'; step: string; checkpoint?: JsonObject; delayMs?: number | null; effect?: SettleEffect }
+  | SpawnResult;
 
 export const done = (result?: Json, effect?: SettleEffect): StepResult => ({ outcome: 'done', result, effect });
 /** Save state and run `step` after `delayMs` (null: park until resumed). */

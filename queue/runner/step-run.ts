@@ -2,6 +2,7 @@
 // settle retries may use, and the StepContext a handler sees.
 import type { Sql } from '../db.ts';
 import type { Job, JsonObject } from '../job.ts';
+import { jobChildren, type ChildOutcome } from '../children.ts';
 import type { StepContext } from '../registry.ts';
 import { heartbeat } from '../settle.ts';
 import { writeSettle, type SettleRetryScope } from './settle-retry.ts';
@@ -130,5 +131,9 @@ export class Context implements StepContext<unknown> {
 
   now(): Date {
     return this.run.runner.clock?.() ?? new Date();
+  }
+
+  async children(): Promise<ChildOutcome[]> {
+    return (await jobChildren(this.sql, this.job.id))?.children ?? [];
   }
 }
