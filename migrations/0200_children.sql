@@ -19,6 +19,8 @@ create table worker.job_waits (
   need integer not null check (need >= 0),
   total integer not null check (total >= 0 and need <= total),
   ended integer not null default 0 check (ended >= 0),
+  -- children this spawn enqueued; the others were adopted (an existing job with the submit key)
+  created integer not null default 0 check (created >= 0),
   next_step text not null,
   created_at timestamptz not null,
   joined_at timestamptz,
@@ -51,7 +53,7 @@ create trigger jobs_child_ended after update on worker.jobs for each row
 create view worker.children as
   select c.parent_id, c.wait_no, c.position, c.child_id, j.type, j.status, j.result, j.last_error,
          j.submit_key, j.created_at, j.finished_at, c.ended_at as counted_at,
-         w.join_kind, w.need, w.total, w.ended as wait_ended, w.joined_at, w.next_step
+         w.join_kind, w.need, w.total, w.ended as wait_ended, w.created as wait_created, w.joined_at, w.next_step
     from worker.job_children c
     join worker.job_waits w on w.parent_id = c.parent_id and w.wait_no = c.wait_no
     left join worker.jobs j on j.id = c.child_id;

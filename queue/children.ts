@@ -3,7 +3,7 @@
 // the step it named, reading each child's outcome with ctx.children(). The join is made in the
 // settle of the child that completes it (migrations/0200_children.sql), so nothing polls.
 import type { Queryable, Sql } from './db.ts';
-import { childrenRows, spawnChildrenRow } from './driver/children.ts';
+import { childRows, spawnChildrenRow, waitRow } from './driver/children.ts';
 import type { EnqueueInput } from './enqueue.ts';
 import { translatePgError, ValidationError } from './errors.ts';
 import type { Job, JobStatus, Json, JsonObject } from './job.ts';
@@ -66,8 +66,8 @@ export interface ChildOutcome {
   finishedAt: Date | null;
 }
 
-/** One wait of a parent: its join and its children. */
-export interface JobChildren {
+/** One wait of a parent (one spawn): its join. */
+export interface JobWait {
   parentId: string;
   /** 1 for the job's first spawn, 2 for its second, … */
   waitNo: number;
@@ -75,9 +75,16 @@ export interface JobChildren {
   need: number;
   total: number;
   ended: number;
+  /** Children the spawn enqueued; total − created were adopted. */
+  created: number;
   nextStep: string;
+  createdAt: Date;
   /** When the join held (null while the job waits). */
   joinedAt: Date | null;
+}
+
+/** One wait of a parent with its children. */
+export interface JobChildren extends JobWait {
   children: ChildOutcome[];
 }
 
@@ -119,5 +126,11 @@ export async function spawnChildren(sql: Sql, job: Fenced, result: SpawnResult, 
 
 /** A job's children: those of its latest spawn, or of `waitNo`. null when it never spawned (or has no such wait). */
 export async function jobChildren(sql: Queryable, parentId: string, options: { waitNo?: number } = {}): Promise<JobChildren | null> {
-  return childrenRows(sql, parentId, options.waitNo);
+  const wait = await waitRow(sql, parentId, options.waitNo);
+  return wait && { ...wait, children: await childRows(sql, parentId, wait.waitNo) };
+}
+
+/** A job's latest wait (or `waitNo`) without its children: the counts alone. */
+export async function jobWait(sql: Queryable, parentId: string, options: { waitNo?: number } = {}): Promise<JobWait | null> {
+  return waitRow(sql, parentId, options.waitNo);
 }

@@ -68,7 +68,7 @@ begin
       using errcode = 'SB400', column = 'join';
   end if;
   v_joined := v_ended >= v_need;
-  update worker.job_waits set need = v_need, total = v_total, ended = v_ended,
+  update worker.job_waits set need = v_need, total = v_total, ended = v_ended, created = v_created,
                               joined_at = case when v_joined then v_now end
    where parent_id = p_id and wait_no = v_wait_no;
   if v_joined and v_parent.run_at > v_now then

@@ -1,6 +1,6 @@
 import type { Queryable } from '../db.ts';
 import type { Job, Json, JsonObject } from '../job.ts';
-import type { ChildOutcome, JobChildren, SpawnSettled } from '../children.ts';
+import type { ChildOutcome, JobWait, SpawnSettled } from '../children.ts';
 import type { EnqueueInput } from '../enqueue.ts';
 import { int, json, jobStatus, record, text, textOrNull, time, timeOrNull } from './rows.ts';
 
@@ -36,27 +36,32 @@ export async function spawnChildrenRow(sql: Queryable, job: Fenced, spawn: Spawn
   };
 }
 
-/** One wait of a parent (the latest when waitNo is absent) and its children in the order they were given; null without one. */
-export async function childrenRows(sql: Queryable, parentId: string, waitNo: number | undefined): Promise<JobChildren | null> {
+/** One wait of a parent (the latest when waitNo is absent); null without one. */
+export async function waitRow(sql: Queryable, parentId: string, waitNo: number | undefined): Promise<JobWait | null> {
   const [wait] = await sql`
     select * from worker.job_waits w
      where w.parent_id = ${parentId}
      ${waitNo === undefined ? sql`order by w.wait_no desc limit 1` : sql`and w.wait_no = ${waitNo}`}`;
   if (!wait) return null;
   const w = record(wait, 'job_waits row');
-  const rows = await sql`
-    select c.* from worker.children c where c.parent_id = ${parentId} and c.wait_no = ${int(w.wait_no, 'wait_no')} order by c.position`;
   return {
     parentId,
     waitNo: int(w.wait_no, 'wait_no'),
-    join: text(w.join_kind, 'join_kind') as JobChildren['join'],
+    join: text(w.join_kind, 'join_kind') as JobWait['join'],
     need: int(w.need, 'need'),
     total: int(w.total, 'total'),
     ended: int(w.ended, 'ended'),
+    created: int(w.created, 'created'),
     nextStep: text(w.next_step, 'next_step'),
+    createdAt: time(w.created_at, 'created_at'),
     joinedAt: timeOrNull(w.joined_at, 'joined_at'),
-    children: rows.map(childOf),
   };
+}
+
+/** A wait's children in the order they were given, from worker.children. */
+export async function childRows(sql: Queryable, parentId: string, waitNo: number): Promise<ChildOutcome[]> {
+  const rows = await sql`select c.* from worker.children c where c.parent_id = ${parentId} and c.wait_no = ${waitNo} order by c.position`;
+  return rows.map(childOf);
 }
 
 function childOf(row: unknown): ChildOutcome {
