@@ -3,7 +3,7 @@
 // the step it named, reading each child's outcome with ctx.children(). The join is made in the
 // settle of the child that completes it (migrations/0200_children.sql), so nothing polls.
 import type { Queryable, Sql } from './db.ts';
-import { childRows, spawnChildrenRow, waitRow } from './driver/children.ts';
+import { childRows, parentIdOf, spawnChildrenRow, waitRow } from './driver/children.ts';
 import type { EnqueueInput } from './enqueue.ts';
 import { translatePgError, ValidationError } from './errors.ts';
 import type { Job, JobStatus, Json, JsonObject } from './job.ts';
@@ -127,7 +127,21 @@ export async function spawnChildren(sql: Sql, job: Fenced, result: SpawnResult, 
 /** A job's children: those of its latest spawn, or of `waitNo`. null when it never spawned (or has no such wait). */
 export async function jobChildren(sql: Queryable, parentId: string, options: { waitNo?: number } = {}): Promise<JobChildren | null> {
   const wait = await waitRow(sql, parentId, options.waitNo);
-  return wait && { ...wait, children: await childRows(sql, parentId, wait.waitNo) };
+  return wait && { ...wait, children: await childRows(sql, parentId, wait.waitNo, null) };
+}
+
+/** A job's place in a family: the job that created it, and its latest wait with the first `limit` children. */
+export interface JobFamily {
+  parentId: string | null;
+  children: JobChildren | null;
+}
+
+export async function jobFamily(sql: Queryable, id: string, options: { limit?: number } = {}): Promise<JobFamily> {
+  const wait = await waitRow(sql, id, undefined);
+  return {
+    parentId: await parentIdOf(sql, id),
+    children: wait && { ...wait, children: await childRows(sql, id, wait.waitNo, options.limit ?? 1000) },
+  };
 }
 
 /** A job's latest wait (or `waitNo`) without its children: the counts alone. */

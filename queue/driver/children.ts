@@ -59,8 +59,10 @@ export async function waitRow(sql: Queryable, parentId: string, waitNo: number |
 }
 
 /** A wait's children in the order they were given, from worker.children. */
-export async function childRows(sql: Queryable, parentId: string, waitNo: number): Promise<ChildOutcome[]> {
-  const rows = await sql`select c.* from worker.children c where c.parent_id = ${parentId} and c.wait_no = ${waitNo} order by c.position`;
+export async function childRows(sql: Queryable, parentId: string, waitNo: number, limit: number | null): Promise<ChildOutcome[]> {
+  const rows = await sql`
+    select c.* from worker.children c where c.parent_id = ${parentId} and c.wait_no = ${waitNo} order by c.position
+     ${limit === null ? sql`` : sql`limit ${limit}`}`;
   return rows.map(childOf);
 }
 
