@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import {
-  cancelJob, ConflictError, failJobPermanently, getJob, isJobId, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
+  cancelJob, ConflictError, failJobPermanently, getJob, isJobId, jobFamily, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease,
   requeueJob, rescueExpiredLeases, runningJobs, ValidationError,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
@@ -114,6 +114,26 @@ export const COMMANDS: Record<string, Command> = {
     async run(sql) {
       const { previousHolder } = await releaseLeaderLease(sql);
       console.log(`expired the leader lease (holder ${previousHolder ?? 'none'}); the next tick re-elects`);
+    },
+  },
+  children: {
+    usage: 'children <id>',
+    help: "a job's parent and its latest spawn: the join, and each child's status and last error",
+    needsId: true,
+    async run(sql, id) {
+      if (!(await getJob(sql, id))) throw new NotFoundError(`no job ${id}`);
+      const family = await jobFamily(sql, id, { limit: 1000 });
+      console.log(`parent: ${family.parentId ?? 'none'}`);
+      const w = family.children;
+      if (!w) {
+        console.log('no children: the job never spawned');
+        return;
+      }
+      const join = w.join === 'count' ? `${w.need} of ${w.total}` : w.join;
+      console.log(`spawn ${w.waitNo}: join ${join}, ${w.ended} of ${w.total} ended (${w.created} created, ${w.total - w.created} adopted), ` +
+        `${w.joinedAt ? `joined at ${w.joinedAt.toISOString()}` : 'waiting'}, resumes at ${w.nextStep}`);
+      printTable(w.children.map((c) => ({ id: c.id, type: c.type, status: c.status, last_error: c.lastError })));
+      if (w.children.length < w.total) console.log(`(the first ${w.children.length} of ${w.total})`);
     },
   },
   rescue: {
