@@ -337,11 +337,13 @@ create table worker.job_waits (
   need integer not null,
   total integer not null,
   ended integer default 0 not null,
+  created integer default 0 not null,
   next_step text not null,
   created_at timestamp with time zone not null,
   joined_at timestamp with time zone,
   joined_by uuid,
   constraint job_waits_check CHECK (((total >= 0) AND (need <= total))),
+  constraint job_waits_created_check CHECK ((created >= 0)),
   constraint job_waits_ended_check CHECK ((ended >= 0)),
   constraint job_waits_join_kind_check CHECK ((join_kind = ANY (ARRAY['all'::text, 'first'::text, 'count'::text]))),
   constraint job_waits_need_check CHECK ((need >= 0)),
@@ -534,6 +536,7 @@ create view worker.children as
     w.need,
     w.total,
     w.ended AS wait_ended,
+    w.created AS wait_created,
     w.joined_at,
     w.next_step
    FROM ((worker.job_children c
@@ -2337,7 +2340,7 @@ begin
       using errcode = 'SB400', column = 'join';
   end if;
   v_joined := v_ended >= v_need;
-  update worker.job_waits set need = v_need, total = v_total, ended = v_ended,
+  update worker.job_waits set need = v_need, total = v_total, ended = v_ended, created = v_created,
                               joined_at = case when v_joined then v_now end
    where parent_id = p_id and wait_no = v_wait_no;
   if v_joined and v_parent.run_at > v_now then
