@@ -22,6 +22,7 @@ const ADDED: Record<string, string[]> = {
   '0160': ['worker.claimed_event_detail.sql', 'worker.done_step_rows.sql', 'worker.write_row_held_events.sql'],
   '0170': ['worker.check_pool_capacity_window.sql', 'worker.in_time_window.sql', 'worker.pool_largest_capacity.sql', 'worker.pool_limit_at.sql'],
   '0180': ['worker.prepare_deadline.sql'],
+  '0200': ['worker.cancel_children.sql', 'worker.child_job_ended.sql', 'worker.spawn_children.sql'],
 };
 
 const dirs: string[] = [];
