@@ -3,7 +3,7 @@
 -- no claims while it waits); the child whose end completes the join makes the parent due in the
 -- same transaction as its own settle, so nothing polls.
 --
--- worker.job_waits: one row per fan-out of a parent (its wait_no counts them), saying how many
+-- worker.child_joins: one row per fan-out of a parent (its wait_no counts them), saying how many
 --   children it has, how many have ended and how many the join needs, and when it was joined.
 --   Every child's end updates its wait's row: the row lock serializes the last children ending
 --   at once, so exactly one of them sees the count reach `need` and wakes the parent.
@@ -12,7 +12,7 @@
 -- worker.jobs.parent_id: the parent that created (or first adopted) the job. It is on the row
 --   for the trigger below, whose WHEN clause must say from the row alone whether a job is
 --   anyone's child: every other job ends without calling a function.
-create table worker.job_waits (
+create table worker.child_joins (
   parent_id uuid not null,
   wait_no integer not null check (wait_no >= 1),
   join_kind text not null check (join_kind in ('all', 'first', 'count')),
@@ -36,7 +36,7 @@ create table worker.job_children (
   -- when the child ended as far as this wait counted it (null while it has not)
   ended_at timestamptz,
   primary key (parent_id, wait_no, child_id),
-  foreign key (parent_id, wait_no) references worker.job_waits on delete cascade
+  foreign key (parent_id, wait_no) references worker.child_joins on delete cascade
 );
 create index job_children_child_idx on worker.job_children (child_id);
 
@@ -55,5 +55,5 @@ create view worker.children as
          j.submit_key, j.created_at, j.finished_at, c.ended_at as counted_at,
          w.join_kind, w.need, w.total, w.ended as wait_ended, w.created as wait_created, w.joined_at, w.next_step
     from worker.job_children c
-    join worker.job_waits w on w.parent_id = c.parent_id and w.wait_no = c.wait_no
+    join worker.child_joins w on w.parent_id = c.parent_id and w.wait_no = c.wait_no
     left join worker.jobs j on j.id = c.child_id;

@@ -236,6 +236,27 @@ create table worker.alerts (
   constraint alerts_severity_check CHECK ((severity = ANY (ARRAY['warning'::text, 'critical'::text])))
 );
 
+create table worker.child_joins (
+  parent_id uuid not null,
+  wait_no integer not null,
+  join_kind text not null,
+  need integer not null,
+  total integer not null,
+  ended integer default 0 not null,
+  created integer default 0 not null,
+  next_step text not null,
+  created_at timestamp with time zone not null,
+  joined_at timestamp with time zone,
+  joined_by uuid,
+  constraint child_joins_check CHECK (((total >= 0) AND (need <= total))),
+  constraint child_joins_created_check CHECK ((created >= 0)),
+  constraint child_joins_ended_check CHECK ((ended >= 0)),
+  constraint child_joins_join_kind_check CHECK ((join_kind = ANY (ARRAY['all'::text, 'first'::text, 'count'::text]))),
+  constraint child_joins_need_check CHECK ((need >= 0)),
+  constraint child_joins_pkey PRIMARY KEY (parent_id, wait_no),
+  constraint child_joins_wait_no_check CHECK ((wait_no >= 1))
+);
+
 create table worker.concurrency_keys (
   key text not null,
   constraint concurrency_keys_pkey PRIMARY KEY (key)
@@ -281,7 +302,7 @@ create table worker.job_children (
   child_id uuid not null,
   "position" integer not null,
   ended_at timestamp with time zone,
-  constraint job_children_parent_id_wait_no_fkey FOREIGN KEY (parent_id, wait_no) REFERENCES worker.job_waits(parent_id, wait_no) ON DELETE CASCADE,
+  constraint job_children_parent_id_wait_no_fkey FOREIGN KEY (parent_id, wait_no) REFERENCES worker.child_joins(parent_id, wait_no) ON DELETE CASCADE,
   constraint job_children_pkey PRIMARY KEY (parent_id, wait_no, child_id)
 );
 
@@ -328,27 +349,6 @@ create table worker.job_types (
   constraint job_types_pkey PRIMARY KEY (type),
   constraint job_types_type_check CHECK ((type ~ '^[a-z][a-z0-9_]{0,62}$'::text)),
   constraint job_types_weight_fkey FOREIGN KEY (weight) REFERENCES worker.weight_classes(name)
-);
-
-create table worker.job_waits (
-  parent_id uuid not null,
-  wait_no integer not null,
-  join_kind text not null,
-  need integer not null,
-  total integer not null,
-  ended integer default 0 not null,
-  created integer default 0 not null,
-  next_step text not null,
-  created_at timestamp with time zone not null,
-  joined_at timestamp with time zone,
-  joined_by uuid,
-  constraint job_waits_check CHECK (((total >= 0) AND (need <= total))),
-  constraint job_waits_created_check CHECK ((created >= 0)),
-  constraint job_waits_ended_check CHECK ((ended >= 0)),
-  constraint job_waits_join_kind_check CHECK ((join_kind = ANY (ARRAY['all'::text, 'first'::text, 'count'::text]))),
-  constraint job_waits_need_check CHECK ((need >= 0)),
-  constraint job_waits_pkey PRIMARY KEY (parent_id, wait_no),
-  constraint job_waits_wait_no_check CHECK ((wait_no >= 1))
 );
 
 create table worker.jobs (
@@ -540,7 +540,7 @@ create view worker.children as
     w.joined_at,
     w.next_step
    FROM ((worker.job_children c
-     JOIN worker.job_waits w ON (((w.parent_id = c.parent_id) AND (w.wait_no = c.wait_no))))
+     JOIN worker.child_joins w ON (((w.parent_id = c.parent_id) AND (w.wait_no = c.wait_no))))
      LEFT JOIN worker.jobs j ON ((j.id = c.child_id)));
 
 create view worker.job_history as
@@ -938,7 +938,7 @@ CREATE OR REPLACE FUNCTION worker.child_job_ended()
  LANGUAGE plpgsql
 AS $function$
 declare
-  v_wait worker.job_waits;
+  v_wait worker.child_joins;
   v_at   timestamptz := coalesce(new.finished_at, now());
 begin
   -- A child job ended (finished_at set: done, failed, cancelled, oom_killed, by any path) or left
@@ -955,14 +955,14 @@ begin
          and (c.ended_at is null) = (new.finished_at is not null)
       returning c.parent_id, c.wait_no
     )
-    update worker.job_waits w
+    update worker.child_joins w
        set ended = w.ended + case when new.finished_at is null then -1 else 1 end
       from counted x
      where w.parent_id = x.parent_id and w.wait_no = x.wait_no and w.joined_at is null
     returning w.*
   loop
     continue when new.finished_at is null or v_wait.ended < v_wait.need;
-    update worker.job_waits set joined_at = v_at, joined_by = new.id
+    update worker.child_joins set joined_at = v_at, joined_by = new.id
      where parent_id = v_wait.parent_id and wait_no = v_wait.wait_no;
     with woken as (
       update worker.jobs p set run_at = v_at
@@ -2311,7 +2311,7 @@ begin
     return null;
   end if;
 
-  select coalesce(max(w.wait_no), 0) + 1 into v_wait_no from worker.job_waits w where w.parent_id = p_id;
+  select coalesce(max(w.wait_no), 0) + 1 into v_wait_no from worker.child_joins w where w.parent_id = p_id;
   begin
     select coalesce(array_agg((x.e->>'id')::uuid order by x.o), '{}'),
            count(*) filter (where not (x.e->>'_duplicate')::boolean)::int
@@ -2326,7 +2326,7 @@ begin
   update worker.jobs j set parent_id = p_id
    where j.id = any (v_ids) and j.parent_id is null;
 
-  insert into worker.job_waits (parent_id, wait_no, join_kind, need, total, next_step, created_at)
+  insert into worker.child_joins (parent_id, wait_no, join_kind, need, total, next_step, created_at)
   values (p_id, v_wait_no, p_join, 0, 0, p_step, v_now);
   insert into worker.job_children (parent_id, wait_no, child_id, position, ended_at)
   select p_id, v_wait_no, s.id, min(s.o - 1)::int, min(j.finished_at)
@@ -2340,7 +2340,7 @@ begin
       using errcode = 'SB400', column = 'join';
   end if;
   v_joined := v_ended >= v_need;
-  update worker.job_waits set need = v_need, total = v_total, ended = v_ended, created = v_created,
+  update worker.child_joins set need = v_need, total = v_total, ended = v_ended, created = v_created,
                               joined_at = case when v_joined then v_now end
    where parent_id = p_id and wait_no = v_wait_no;
   if v_joined and v_parent.run_at > v_now then

@@ -67,7 +67,7 @@ export interface ChildOutcome {
 }
 
 /** One wait of a parent (one spawn): its join. */
-export interface JobWait {
+export interface ChildJoin {
   parentId: string;
   /** 1 for the job's first spawn, 2 for its second, … */
   waitNo: number;
@@ -84,7 +84,7 @@ export interface JobWait {
 }
 
 /** One wait of a parent with its children. */
-export interface JobChildren extends JobWait {
+export interface JobChildren extends ChildJoin {
   children: ChildOutcome[];
 }
 
@@ -145,6 +145,6 @@ export async function jobFamily(sql: Queryable, id: string, options: { limit?: n
 }
 
 /** A job's latest wait (or `waitNo`) without its children: the counts alone. */
-export async function jobWait(sql: Queryable, parentId: string, options: { waitNo?: number } = {}): Promise<JobWait | null> {
+export async function childJoin(sql: Queryable, parentId: string, options: { waitNo?: number } = {}): Promise<ChildJoin | null> {
   return waitRow(sql, parentId, options.waitNo);
 }

@@ -3,7 +3,7 @@ CREATE OR REPLACE FUNCTION worker.child_job_ended()
  LANGUAGE plpgsql
 AS $function$
 declare
-  v_wait worker.job_waits;
+  v_wait worker.child_joins;
   v_at   timestamptz := coalesce(new.finished_at, now());
 begin
   -- A child job ended (finished_at set: done, failed, cancelled, oom_killed, by any path) or left
@@ -20,14 +20,14 @@ begin
          and (c.ended_at is null) = (new.finished_at is not null)
       returning c.parent_id, c.wait_no
     )
-    update worker.job_waits w
+    update worker.child_joins w
        set ended = w.ended + case when new.finished_at is null then -1 else 1 end
       from counted x
      where w.parent_id = x.parent_id and w.wait_no = x.wait_no and w.joined_at is null
     returning w.*
   loop
     continue when new.finished_at is null or v_wait.ended < v_wait.need;
-    update worker.job_waits set joined_at = v_at, joined_by = new.id
+    update worker.child_joins set joined_at = v_at, joined_by = new.id
      where parent_id = v_wait.parent_id and wait_no = v_wait.wait_no;
     with woken as (
       update worker.jobs p set run_at = v_at

@@ -39,7 +39,7 @@ begin
     return null;
   end if;
 
-  select coalesce(max(w.wait_no), 0) + 1 into v_wait_no from worker.job_waits w where w.parent_id = p_id;
+  select coalesce(max(w.wait_no), 0) + 1 into v_wait_no from worker.child_joins w where w.parent_id = p_id;
   begin
     select coalesce(array_agg((x.e->>'id')::uuid order by x.o), '{}'),
            count(*) filter (where not (x.e->>'_duplicate')::boolean)::int
@@ -54,7 +54,7 @@ begin
   update worker.jobs j set parent_id = p_id
    where j.id = any (v_ids) and j.parent_id is null;
 
-  insert into worker.job_waits (parent_id, wait_no, join_kind, need, total, next_step, created_at)
+  insert into worker.child_joins (parent_id, wait_no, join_kind, need, total, next_step, created_at)
   values (p_id, v_wait_no, p_join, 0, 0, p_step, v_now);
   insert into worker.job_children (parent_id, wait_no, child_id, position, ended_at)
   select p_id, v_wait_no, s.id, min(s.o - 1)::int, min(j.finished_at)
@@ -68,7 +68,7 @@ begin
       using errcode = 'SB400', column = 'join';
   end if;
   v_joined := v_ended >= v_need;
-  update worker.job_waits set need = v_need, total = v_total, ended = v_ended, created = v_created,
+  update worker.child_joins set need = v_need, total = v_total, ended = v_ended, created = v_created,
                               joined_at = case when v_joined then v_now end
    where parent_id = p_id and wait_no = v_wait_no;
   if v_joined and v_parent.run_at > v_now then

@@ -1,6 +1,6 @@
 import type { Queryable } from '../db.ts';
 import type { Job, Json, JsonObject } from '../job.ts';
-import type { ChildOutcome, JobWait, SpawnSettled } from '../children.ts';
+import type { ChildOutcome, ChildJoin, SpawnSettled } from '../children.ts';
 import type { EnqueueInput } from '../enqueue.ts';
 import { int, json, jobStatus, record, text, textOrNull, time, timeOrNull } from './rows.ts';
 
@@ -37,17 +37,17 @@ export async function spawnChildrenRow(sql: Queryable, job: Fenced, spawn: Spawn
 }
 
 /** One wait of a parent (the latest when waitNo is absent); null without one. */
-export async function waitRow(sql: Queryable, parentId: string, waitNo: number | undefined): Promise<JobWait | null> {
+export async function waitRow(sql: Queryable, parentId: string, waitNo: number | undefined): Promise<ChildJoin | null> {
   const [wait] = await sql`
-    select * from worker.job_waits w
+    select * from worker.child_joins w
      where w.parent_id = ${parentId}
      ${waitNo === undefined ? sql`order by w.wait_no desc limit 1` : sql`and w.wait_no = ${waitNo}`}`;
   if (!wait) return null;
-  const w = record(wait, 'job_waits row');
+  const w = record(wait, 'child_joins row');
   return {
     parentId,
     waitNo: int(w.wait_no, 'wait_no'),
-    join: text(w.join_kind, 'join_kind') as JobWait['join'],
+    join: text(w.join_kind, 'join_kind') as ChildJoin['join'],
     need: int(w.need, 'need'),
     total: int(w.total, 'total'),
     ended: int(w.ended, 'ended'),

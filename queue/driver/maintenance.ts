@@ -47,7 +47,7 @@ export async function deleteFinishedJobs(
     ), del as (delete from worker.jobs j using old where j.id = old.id returning j.id),
     -- a deleted parent's waits go with it (and their links, by cascade): a child's link outlives
     -- the child, so its parent still names it
-    waits as (delete from worker.job_waits w using del where w.parent_id = del.id)
+    waits as (delete from worker.child_joins w using del where w.parent_id = del.id)
     select count(*)::int as n from del`;
   return row?.n ?? 0;
 }

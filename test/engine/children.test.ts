@@ -92,7 +92,7 @@ beforeAll(async () => {
 });
 
 afterEach(async () => {
-  await sql`delete from worker.job_waits`;
+  await sql`delete from worker.child_joins`;
   await sql`delete from worker.jobs`;
   seen.length = 0;
   cancelHooks.length = 0;
@@ -138,7 +138,7 @@ describe('spawn and join', () => {
     const wait = await jobChildren(sql, first.id);
     expect(wait).toMatchObject({ join: 'first', need: 1, ended: 1, total: 3, joinedAt: clock });
 
-    await sql`delete from worker.job_waits`;
+    await sql`delete from worker.child_joins`;
     await sql`delete from worker.jobs`;
     const two = await spawnParent({ children: [{ value: 1 }, { value: 2 }, { value: 3 }], join: 2 });
     const claimed = await claimAll('test_child');
@@ -192,7 +192,7 @@ describe('spawn and join', () => {
     expect(error.field).toMatch(/^children\[0\]/);
     expect((await row(job!.id)).status).toBe('running');
     expect(await sql`select 1 from worker.jobs where type = 'test_child'`).toHaveLength(0);
-    expect(await sql`select 1 from worker.job_waits`).toHaveLength(0);
+    expect(await sql`select 1 from worker.child_joins`).toHaveLength(0);
   });
 
   it('a settle that lost its lease writes nothing', async () => {
@@ -264,7 +264,7 @@ describe('children that end badly, or again', () => {
 describe('races', () => {
   it('the last two children ending at once wake the parent exactly once', async () => {
     for (let round = 0; round < 5; round++) {
-      await sql`delete from worker.job_waits`;
+      await sql`delete from worker.child_joins`;
       await sql`delete from worker.jobs`;
       const p = await spawnParent({ children: [{ value: 1 }, { value: 2 }] });
       const [a, b] = await claimAll('test_child');
@@ -286,7 +286,7 @@ describe('races', () => {
     await waitForLockWait(sql);
     await txA.commit();
     expect(await bDone).toBe(true);
-    const [wait] = await sql`select ended, joined_by from worker.job_waits where parent_id = ${p.id}`;
+    const [wait] = await sql`select ended, joined_by from worker.child_joins where parent_id = ${p.id}`;
     expect(wait).toEqual({ ended: 2, joined_by: b!.id });
     expect(await events(p.id, 'resumed')).toHaveLength(1);
     await other.end();
@@ -347,7 +347,7 @@ describe('pruning', () => {
     const { deleteFinishedJobs } = await import('../../queue/driver/maintenance.ts');
     await deleteFinishedJobs(sql, { finishedMs: 86_400_000, failedMs: 86_400_000, limit: 100, now: clock });
     expect(await sql`select 1 from worker.jobs where id = ${p.id}`).toHaveLength(0);
-    expect(await sql`select 1 from worker.job_waits`).toHaveLength(0);
+    expect(await sql`select 1 from worker.child_joins`).toHaveLength(0);
     expect(await sql`select 1 from worker.job_children`).toHaveLength(0);
   });
 });

@@ -169,7 +169,7 @@ describe('reading jobs', () => {
     expect(parent.body.job).toMatchObject({ step: 'joined', status: 'queued' });
     const child = await call(`/v1/jobs/${first!.id}`, { token: 'enqueue' });
     expect(child.body).toMatchObject({ parentId: body.job.id, children: null });
-    await h.sql`delete from worker.job_waits where parent_id = ${body.job.id}`;
+    await h.sql`delete from worker.child_joins where parent_id = ${body.job.id}`;
     await h.sql`delete from worker.jobs where id = ${body.job.id} or parent_id = ${body.job.id}`;
   });
 

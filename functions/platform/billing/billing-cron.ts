@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Queryable } from '../../../queue/db.ts';
-import { jobWait, spawn } from '../../../queue/children.ts';
+import { childJoin, spawn } from '../../../queue/children.ts';
 import { PermanentError } from '../../../queue/errors.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
 import { intColumn, parseRow, parseRows } from '../rows.ts';
@@ -141,7 +141,7 @@ export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronP
         return spawn(invoices, { next: 'wait', join: 'all', checkpoint: { accounts: accounts.length, startedAt: ctx.now().toISOString() } });
       }
       if (ctx.step === 'wait') {
-        const wait = await jobWait(sql, ctx.job.id);
+        const wait = await childJoin(sql, ctx.job.id);
         if (!wait) {
           const { pending, settled } = await settledCounts(sql, period);
           if (pending > 0) return next('wait', { checkpoint: { pending, settled }, delayMs: pollDelayMs });
