@@ -238,6 +238,27 @@ create table worker.alerts (
   constraint alerts_severity_check CHECK ((severity = ANY (ARRAY['warning'::text, 'critical'::text])))
 );
 
+create table worker.child_joins (
+  parent_id uuid not null,
+  wait_no integer not null,
+  join_kind text not null,
+  need integer not null,
+  total integer not null,
+  ended integer default 0 not null,
+  created integer default 0 not null,
+  next_step text not null,
+  created_at timestamp with time zone not null,
+  joined_at timestamp with time zone,
+  joined_by uuid,
+  constraint child_joins_check CHECK (((total >= 0) AND (need <= total))),
+  constraint child_joins_created_check CHECK ((created >= 0)),
+  constraint child_joins_ended_check CHECK ((ended >= 0)),
+  constraint child_joins_join_kind_check CHECK ((join_kind = ANY (ARRAY['all'::text, 'first'::text, 'count'::text]))),
+  constraint child_joins_need_check CHECK ((need >= 0)),
+  constraint child_joins_pkey PRIMARY KEY (parent_id, wait_no),
+  constraint child_joins_wait_no_check CHECK ((wait_no >= 1))
+);
+
 create table worker.concurrency_keys (
   key text not null,
   constraint concurrency_keys_pkey PRIMARY KEY (key)
@@ -283,6 +304,16 @@ create table worker.fair_weights (
   constraint fair_weights_key_check CHECK (((char_length(key) >= 1) AND (char_length(key) <= 200))),
   constraint fair_weights_pkey PRIMARY KEY (key),
   constraint fair_weights_weight_check CHECK (((weight >= 1) AND (weight <= 100)))
+);
+
+create table worker.job_children (
+  parent_id uuid not null,
+  wait_no integer not null,
+  child_id uuid not null,
+  "position" integer not null,
+  ended_at timestamp with time zone,
+  constraint job_children_parent_id_wait_no_fkey FOREIGN KEY (parent_id, wait_no) REFERENCES worker.child_joins(parent_id, wait_no) ON DELETE CASCADE,
+  constraint job_children_pkey PRIMARY KEY (parent_id, wait_no, child_id)
 );
 
 create table worker.job_counters (
@@ -380,6 +411,7 @@ create table worker.jobs (
   enqueued_event_id bigint,
   deadline_at timestamp with time zone,
   deadline_severity text,
+  parent_id uuid,
   rate_key text,
   fair_key text,
   constraint jobs_check CHECK (((concurrency_key IS NULL) = (concurrency_limit IS NULL))),
@@ -566,6 +598,30 @@ create view platform.account_plan_now as
           WHERE ((a.account_id = acc.id) AND ((a.from_period)::text = (platform.next_period(platform.period_of(now())))::text))) AS next_cycle_plan
    FROM platform.accounts acc;
 
+create view worker.children as
+ SELECT c.parent_id,
+    c.wait_no,
+    c."position",
+    c.child_id,
+    j.type,
+    j.status,
+    j.result,
+    j.last_error,
+    j.submit_key,
+    j.created_at,
+    j.finished_at,
+    c.ended_at AS counted_at,
+    w.join_kind,
+    w.need,
+    w.total,
+    w.ended AS wait_ended,
+    w.created AS wait_created,
+    w.joined_at,
+    w.next_step
+   FROM ((worker.job_children c
+     JOIN worker.child_joins w ON (((w.parent_id = c.parent_id) AND (w.wait_no = c.wait_no))))
+     LEFT JOIN worker.jobs j ON ((j.id = c.child_id)));
+
 create view worker.job_history as
  SELECT e.id,
     e.job_id,
@@ -634,6 +690,8 @@ CREATE INDEX stripe_events_received_idx ON platform.stripe_events USING btree (r
 CREATE UNIQUE INDEX alerts_deadline_missed_uq ON worker.alerts USING btree (key) WHERE (kind = 'deadline_missed'::text);
 
 CREATE UNIQUE INDEX alerts_open_uq ON worker.alerts USING btree (kind, key) WHERE (resolved_at IS NULL);
+
+CREATE INDEX job_children_child_idx ON worker.job_children USING btree (child_id);
 
 CREATE INDEX job_events_job_idx ON worker.job_events USING btree (job_id, id);
 
@@ -864,6 +922,39 @@ AS $function$
     from worker.bulk_apply('requeue', p_filter, p_dry_run, p_limit, p_after, null, p_now) b
 $function$;
 
+CREATE OR REPLACE FUNCTION worker.cancel_children(p_id uuid, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_child record;
+  v_n     integer := 0;
+begin
+  -- Cancel a parent's unfinished children (and theirs) through worker.cancel_job, so a started
+  -- child's cancel hook runs; called by worker.cancel_job for the parent. Every job of the tree
+  -- is locked first, deepest first: a child's settle holds the child's row and then locks its
+  -- parent's (worker.child_job_ended), so locking the other way round could deadlock.
+  for v_child in
+    with recursive tree as (
+      select c.child_id, 1 as depth from worker.job_children c where c.parent_id = p_id and c.ended_at is null
+      union all
+      select c.child_id, t.depth + 1 from tree t
+        join worker.job_children c on c.parent_id = t.child_id and c.ended_at is null
+       where t.depth < 32
+    ), nodes as (
+      select child_id, max(depth) as depth, bool_or(depth = 1) as direct from tree group by child_id
+    )
+    select j.id, j.status, n.direct from nodes n join worker.jobs j on j.id = n.child_id
+     order by n.depth desc, j.id
+       for update of j
+  loop
+    continue when not v_child.direct or v_child.status not in ('queued', 'running');
+    perform worker.cancel_job(v_child.id, 'parent ' || p_id || ' cancelled: ' || p_reason, p_now);
+    v_n := v_n + 1;
+  end loop;
+  return v_n;
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.cancel_job(p_id uuid, p_reason text DEFAULT 'cancelled by operator'::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS worker.jobs
  LANGUAGE plpgsql
@@ -877,7 +968,12 @@ begin
   -- A job that never started is cancelled at once. A started one (running, or queued between
   -- steps with work outstanding at a provider) gets a request: the runner runs its type's cancel
   -- hook at the next step boundary, then ends it cancelled. A second request changes nothing.
+  -- A parent's unfinished children are cancelled with it, before its own row is locked (the
+  -- lock order worker.cancel_children explains); again after, for children a settle that held
+  -- the row meanwhile spawned.
+  perform worker.cancel_children(p_id, v_reason, v_now);
   v_was := worker.lock_job_for(p_id, 'cancel', '{queued,running}');
+  perform worker.cancel_children(p_id, v_reason, v_now);
   if v_was.status = 'queued' and v_was.started_at is null then
     update worker.jobs set status = 'cancelled', finished_at = v_now, last_error = v_reason,
                            cancel_requested_at = v_now, cancel_reason = v_reason
@@ -1018,6 +1114,49 @@ begin
   if p_key is not null and (p_key = '' or length(p_key) > 500) then
     raise exception 'key must be 1 to 500 characters when given' using errcode = 'SB400', column = 'key';
   end if;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.child_job_ended()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_wait worker.child_joins;
+  v_at   timestamptz := coalesce(new.finished_at, now());
+begin
+  -- A child job ended (finished_at set: done, failed, cancelled, oom_killed, by any path) or left
+  -- its end again (an operator's requeue). Each wait that joins it and has not been joined
+  -- counts it once (job_children.ended_at); the wait whose count reaches `need` is joined here
+  -- and its parent, parked, becomes due at the child's end: in the child's own transaction.
+  -- Lock order: the child's row (held by the caller), then the wait's row, then the parent's;
+  -- worker.cancel_job locks a parent's children before the parent for the same reason.
+  for v_wait in
+    with counted as (
+      update worker.job_children c
+         set ended_at = new.finished_at
+       where c.child_id = new.id
+         and (c.ended_at is null) = (new.finished_at is not null)
+      returning c.parent_id, c.wait_no
+    )
+    update worker.child_joins w
+       set ended = w.ended + case when new.finished_at is null then -1 else 1 end
+      from counted x
+     where w.parent_id = x.parent_id and w.wait_no = x.wait_no and w.joined_at is null
+    returning w.*
+  loop
+    continue when new.finished_at is null or v_wait.ended < v_wait.need;
+    update worker.child_joins set joined_at = v_at, joined_by = new.id
+     where parent_id = v_wait.parent_id and wait_no = v_wait.wait_no;
+    with woken as (
+      update worker.jobs p set run_at = v_at
+       where p.id = v_wait.parent_id and p.status = 'queued' and p.run_at > v_at
+      returning p.id, p.step)
+    insert into worker.job_events (job_id, at, kind, detail)
+    select id, v_at, 'resumed', jsonb_build_object('step', step, 'children', jsonb_build_object(
+             'wait', v_wait.wait_no, 'ended', v_wait.ended, 'total', v_wait.total, 'join', v_wait.join_kind, 'by', new.id))
+      from woken;
+  end loop;
+  return null;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.claim_eligible(j worker.jobs, p_pool text, p_types text[], p_now timestamp with time zone, p_budget integer, p_max_rank integer, p_skip_types text[], p_rate_blocked text[])
@@ -2969,6 +3108,90 @@ begin
   return jsonb_build_object('delivered', to_jsonb(v_delivered), 'keptEventId', v_kept);
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.spawn_children(p_id uuid, p_token uuid, p_step text, p_checkpoint jsonb, p_join text, p_count integer, p_children jsonb, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_now     timestamptz := coalesce(p_now, now());
+  v_parent  worker.jobs;
+  v_wait_no integer;
+  v_total   integer;
+  v_ended   integer;
+  v_created integer;
+  v_need    integer;
+  v_joined  boolean;
+  v_ids     uuid[];
+  m text; c text; s text;
+begin
+  -- A step's settle that enqueues its children and parks the job until they end (queue/children.ts):
+  -- fenced like every settle (0 rows when the lease was lost: null, and nothing is written).
+  -- The children go through worker.enqueue_jobs, so a child's submit key returns the job that
+  -- has it: that job is adopted (joined by this wait, whoever created it), and if it has
+  -- already ended it counts as ended now. The wait's join may hold at once (no children, or
+  -- enough adopted ones ended): then the job is due at once instead of parked.
+  if p_join is null or p_join not in ('all', 'first', 'count') then
+    raise exception 'join must be all, first or a number of children' using errcode = 'SB400', column = 'join';
+  end if;
+  if jsonb_typeof(p_children) is distinct from 'array' then
+    raise exception 'children must be an array' using errcode = 'SB400', column = 'children';
+  end if;
+  if p_step is null or btrim(p_step) = '' then
+    raise exception 'next must name the step to resume at' using errcode = 'SB400', column = 'next';
+  end if;
+  update worker.jobs
+     set status = 'queued', step = p_step, checkpoint = checkpoint || coalesce(p_checkpoint, '{}'::jsonb),
+         attempts = 0, locked_until = null, running_pool = null,
+         run_at = case when cancel_requested_at is not null then v_now else 'infinity'::timestamptz end
+   where id = p_id and lease_token = p_token and status = 'running'
+  returning * into v_parent;
+  if not found then
+    return null;
+  end if;
+
+  select coalesce(max(w.wait_no), 0) + 1 into v_wait_no from worker.child_joins w where w.parent_id = p_id;
+  begin
+    select coalesce(array_agg((x.e->>'id')::uuid order by x.o), '{}'),
+           count(*) filter (where not (x.e->>'_duplicate')::boolean)::int
+      into v_ids, v_created
+      from worker.enqueue_jobs(p_children, v_now) with ordinality as x(e, o);
+  exception when others then
+    get stacked diagnostics m = message_text, c = column_name, s = returned_sqlstate;
+    raise exception '%', replace(m, 'jobs[', 'children[') using errcode = s, column = replace(c, 'jobs', 'children');
+  end;
+  -- A job created here, or an adopted one that is nobody's child yet, gets this parent (the
+  -- marker the child trigger's WHEN reads).
+  update worker.jobs j set parent_id = p_id
+   where j.id = any (v_ids) and j.parent_id is null;
+
+  insert into worker.child_joins (parent_id, wait_no, join_kind, need, total, next_step, created_at)
+  values (p_id, v_wait_no, p_join, 0, 0, p_step, v_now);
+  insert into worker.job_children (parent_id, wait_no, child_id, position, ended_at)
+  select p_id, v_wait_no, s.id, min(s.o - 1)::int, min(j.finished_at)
+    from unnest(v_ids) with ordinality as s(id, o) join worker.jobs j on j.id = s.id
+   group by s.id;
+  select count(*)::int, count(*) filter (where ended_at is not null)::int into v_total, v_ended
+    from worker.job_children where parent_id = p_id and wait_no = v_wait_no;
+  v_need := case p_join when 'all' then v_total when 'first' then least(1, v_total) else p_count end;
+  if v_need is null or (p_join = 'count' and v_need < 1) or v_need > v_total then
+    raise exception 'join: a count must be from 1 to the number of distinct children (%), got %', v_total, coalesce(p_count::text, 'none')
+      using errcode = 'SB400', column = 'join';
+  end if;
+  v_joined := v_ended >= v_need;
+  update worker.child_joins set need = v_need, total = v_total, ended = v_ended, created = v_created,
+                              joined_at = case when v_joined then v_now end
+   where parent_id = p_id and wait_no = v_wait_no;
+  if v_joined and v_parent.run_at > v_now then
+    update worker.jobs set run_at = v_now where id = p_id;
+  end if;
+  insert into worker.job_events (job_id, at, kind, detail)
+  values (p_id, v_now, 'checkpoint', jsonb_build_object('step', p_step, 'runAt', case when v_joined then v_now else v_parent.run_at end,
+            'children', jsonb_build_object('wait', v_wait_no, 'total', v_total, 'created', v_created, 'ended', v_ended,
+                                           'join', p_join, 'need', v_need, 'joined', v_joined)));
+  return jsonb_build_object('waitNo', v_wait_no, 'total', v_total, 'created', v_created, 'adopted', v_total - v_created,
+                            'ended', v_ended, 'need', v_need, 'joined', v_joined);
+end $function$;
+
 CREATE OR REPLACE FUNCTION worker.step_duration_bounds()
  RETURNS double precision[]
  LANGUAGE sql
@@ -3170,6 +3393,8 @@ end $function$;
 -- triggers
 
 CREATE TRIGGER job_events_operator_resolves AFTER INSERT ON worker.job_events FOR EACH ROW WHEN (((new.kind = 'requeued'::text) OR ((new.kind = 'failed'::text) AND (new.detail ? 'manual'::text)))) EXECUTE FUNCTION worker.resolve_alerts_on_operator_action();
+
+CREATE TRIGGER jobs_child_ended AFTER UPDATE ON worker.jobs FOR EACH ROW WHEN (((new.parent_id IS NOT NULL) AND ((old.finished_at IS NULL) <> (new.finished_at IS NULL)))) EXECUTE FUNCTION worker.child_job_ended();
 
 CREATE TRIGGER jobs_release_submit_key AFTER DELETE ON worker.jobs FOR EACH ROW WHEN ((old.submit_key IS NOT NULL)) EXECUTE FUNCTION worker.release_submit_key();
 

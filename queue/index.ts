@@ -15,6 +15,7 @@ export * from './maintenance/index.ts';
 export * from './leader.ts';
 export * from './alerts.ts';
 export * from './registry.ts';
+export * from './children.ts';
 export * from './runner.ts';
 export * from './inspect.ts';
 export * from './progress.ts';

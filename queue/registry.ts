@@ -7,6 +7,7 @@ import type { SettleEffect } from './settle.ts';
 import type { WaitEvent, WaitResult } from './signals/wait.ts';
 
 export { waitFor } from './signals/wait.ts';
+import type { ChildOutcome, SpawnResult } from './children.ts';
 
 /** What a step sees. */
 export interface StepContext<P> {
@@ -26,13 +27,16 @@ export interface StepContext<P> {
   now(): Date;
   /** How the wait this step resumes from ended (a waitFor's event or its timeout); undefined when it resumes from none. */
   event?: WaitEvent;
+  /** The children of the job's latest spawn (queue/children.ts) with their outcomes, in the order given; [] if it never spawned. */
+  children(): Promise<ChildOutcome[]>;
 }
 
 /** How a step ends. A thrown error means retry (or fail, for a PermanentError). */
 export type StepResult =
   | { outcome: 'done'; result?: Json; effect?: SettleEffect }
   | { outcome: 'continue'; step: string; checkpoint?: JsonObject; delayMs?: number | null; effect?: SettleEffect }
-  | WaitResult;
+  | WaitResult
+  | SpawnResult;
 
 export const done = (result?: Json, effect?: SettleEffect): StepResult => ({ outcome: 'done', result, effect });
 /** Save state and run `step` after `delayMs` (null: park until resumed). */

@@ -94,12 +94,16 @@ try {
   const seconds = (performance.now() - started) / 1000;
 
   const [run] = await sql`select accounts, invoiced, failed, total_cents from platform.billing_runs where period = '2026-11'`;
+  // Claims of the billing_cron job itself: 2 (the fan-out and the summary) when it is parked
+  // while its invoice jobs run; every claim past those is a poll.
+  const [cronClaims] = await sql`select count(*)::int as n from worker.job_history where job_id = ${cron.id} and kind = 'claimed'`;
   const state = (await (await fetch(`${sandbox.url}/_sandbox/stripe/state`)).json()) as { invoices: { total: number; status: string }[] };
   const atStripe = state.invoices.filter((i) => i.status === 'open');
   const stripeTotal = atStripe.reduce((sum, i) => sum + i.total, 0);
   const posts = sandbox.calls('stripe').filter((c) => c.method === 'POST').length;
   console.log(`
 accounts invoiced: ${run?.invoiced ?? 0} of ${accounts} (${run?.failed ?? '?'} failed), billing_cron ${cronStatus}
+billing_cron:      ${cronClaims!.n} claims (${Math.max(0, cronClaims!.n - 2)} polls)
 ticks:             ${ticks} (${(ticks * TICK_MS) / 60_000} minutes of per-minute Cron Triggers)
 wall time:         ${seconds.toFixed(1)} s (${Math.round((run?.invoiced ?? 0) / seconds)} invoices/s, ${Math.round(steps / seconds)} steps/s, ${steps} steps)
 Stripe:            ${atStripe.length} open invoices, ${state.invoices.length} in all, ${posts} POSTs; total ${stripeTotal} ¢ vs. run summary ${run?.total_cents ?? '?'} ¢`);

@@ -3,9 +3,9 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import {
-  bulkCancel, bulkRequeue, cancelJob, ConflictError, deadLetters, failJobPermanently, getJob, isJobId, type BulkFilter, type JobStatus, type Json,
-  type JsonObject, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease, replayJob, requeueJob, rescueExpiredLeases,
-  runningJobs, sendEvent, signalJob, ValidationError,
+  bulkCancel, bulkRequeue, cancelJob, ConflictError, deadLetters, failJobPermanently, getJob, isJobId, jobFamily, type BulkFilter, type JobStatus,
+  type Json, type JsonObject, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease, replayJob, requeueJob,
+  rescueExpiredLeases, runningJobs, sendEvent, signalJob, ValidationError,
 } from '../queue/index.ts';
 import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
 import { FLOW_COMMANDS, printFlowControl } from './lib/ops-flow.ts';
@@ -188,6 +188,26 @@ export const COMMANDS: Record<string, Command> = {
     async run(sql, id, o) {
       const job = await replayJob(sql, id, { fromStep: o.fromStep, payload: o.payload as JsonObject | undefined });
       console.log(`replayed ${id} as ${job.id} (${job.type}, from step ${job.step}); it runs at the next claim`);
+    },
+  },
+  children: {
+    usage: 'children <id>',
+    help: "a job's parent and its latest spawn: the join, and each child's status and last error",
+    needsId: true,
+    async run(sql, id) {
+      if (!(await getJob(sql, id))) throw new NotFoundError(`no job ${id}`);
+      const family = await jobFamily(sql, id, { limit: 1000 });
+      console.log(`parent: ${family.parentId ?? 'none'}`);
+      const w = family.children;
+      if (!w) {
+        console.log('no children: the job never spawned');
+        return;
+      }
+      const join = w.join === 'count' ? `${w.need} of ${w.total}` : w.join;
+      console.log(`spawn ${w.waitNo}: join ${join}, ${w.ended} of ${w.total} ended (${w.created} created, ${w.total - w.created} adopted), ` +
+        `${w.joinedAt ? `joined at ${w.joinedAt.toISOString()}` : 'waiting'}, resumes at ${w.nextStep}`);
+      printTable(w.children.map((c) => ({ id: c.id, type: c.type, status: c.status, last_error: c.lastError })));
+      if (w.children.length < w.total) console.log(`(the first ${w.children.length} of ${w.total})`);
     },
   },
   rescue: {

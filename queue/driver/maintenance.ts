@@ -44,7 +44,10 @@ export async function deleteFinishedJobs(
        where finished_at < greatest(${finishedCutoff}, ${failedCutoff})
          and finished_at < case when status in ('failed', 'oom_killed') then ${failedCutoff} else ${finishedCutoff} end
        limit ${options.limit}
-    ), del as (delete from worker.jobs j using old where j.id = old.id returning j.id)
+    ), del as (delete from worker.jobs j using old where j.id = old.id returning j.id),
+    -- a deleted parent's waits go with it (and their links, by cascade): a child's link outlives
+    -- the child, so its parent still names it
+    waits as (delete from worker.child_joins w using del where w.parent_id = del.id)
     select count(*)::int as n from del`;
   return row?.n ?? 0;
 }

@@ -2,6 +2,7 @@
 // settle retries may use, and the StepContext a handler sees.
 import type { Sql } from '../db.ts';
 import type { Job, JsonObject } from '../job.ts';
+import { jobChildren, type ChildOutcome } from '../children.ts';
 import type { StepContext } from '../registry.ts';
 import { heartbeat } from '../settle.ts';
 import { handlerCheckpoint, waitStateOf, type WaitEvent } from '../signals/wait.ts';
@@ -137,5 +138,9 @@ export class Context implements StepContext<unknown> {
 
   now(): Date {
     return this.run.runner.clock?.() ?? new Date();
+  }
+
+  async children(): Promise<ChildOutcome[]> {
+    return (await jobChildren(this.sql, this.job.id))?.children ?? [];
   }
 }

@@ -2,7 +2,8 @@
 // (done, continued, retried, failed, cancelled, released, or lost when nothing could be written).
 import { isRateLimited, PermanentError } from '../errors.ts';
 import type { Job } from '../job.ts';
-import { backoffMs, type JobType } from '../registry.ts';
+import { backoffMs, type JobType, type StepContext } from '../registry.ts';
+import { spawnChildren } from '../children.ts';
 import { completeJob, continueJob, failJob, releaseOwnLease, retryJob, settleCancelled } from '../settle.ts';
 import { endTimedOutWait, settleWait } from '../signals.ts';
 import type { CompletionBatcher } from './completer.ts';
@@ -102,6 +103,7 @@ async function execute(run: StepRun, definition: JobType<unknown>, ctx: Context,
       }
       return (await run.settle(() => completeJob(sql, job, result.result, { now: run.pinned(), effect: result.effect }))) ? 'done' : 'lost';
     }
+    if (result.outcome === 'spawn') return (await run.settle(() => spawnChildren(sql, job, result, { now: run.pinned() }))) ? 'continued' : 'lost';
     return (await run.settle(() => continueJob(sql, job, result, { now: run.pinned(), effect: result.effect }))) ? 'continued' : 'lost';
   } catch (thrown) {
     // A settle that the database kept refusing is not the step's failure: nothing can be written.

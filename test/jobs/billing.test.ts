@@ -4,7 +4,7 @@ import { createStripeClient, StripeBilling } from '../../functions/platform/bill
 import { billingCronJob } from '../../functions/platform/billing/billing-cron.ts';
 import { previousPeriod } from '../../functions/platform/billing/billing-calc.ts';
 import { invoiceAccountJob } from '../../functions/platform/billing/invoice-account.ts';
-import { enqueue, JobRegistry, runSteps, type Runner } from '../../queue/index.ts';
+import { enqueue, JobRegistry, requeueJob, runSteps, type Runner } from '../../queue/index.ts';
 import type { SandboxHandle } from '../../sandbox/server.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { createTestSandbox } from '../support/sandbox.ts';
@@ -193,6 +193,10 @@ async function runMonthEnd(period: '2026-11' | '2026-12') {
   await runSteps(billingRunner());
   const [cron] = await db.sql`select status, result from worker.jobs where id = ${job.id}`;
   expect(cron!.status).toBe('done');
+  // Two claims, the fan-out's and the summary's: parked while its invoice jobs ran, it was woken
+  // by the last one's settle, never polled.
+  const claims = await db.sql`select 1 from worker.job_history where job_id = ${job.id} and kind = 'claimed'`;
+  expect(claims).toHaveLength(2);
   return cron!.result as Record<string, unknown>;
 }
 
@@ -265,6 +269,20 @@ describe('month-end billing (golden cases, real SDK against the sandbox Stripe)'
     expect(sandbox.calls('stripe').filter((c) => c.method === 'POST').length).toBe(postsBefore);
     expect((await sandboxState()).invoices.length).toBe(invoicesBefore);
     await expectGolden('2026-11');
+  });
+
+  it('a run that reached wait before children existed (an earlier release) polls until its invoice jobs settle', async () => {
+    const { job } = await enqueue(db.sql, { type: 'billing_cron', payload: { period: '2026-11' }, submitKey: 'billing_cron:2026-11:legacy' }, { now: clock });
+    await db.sql`update worker.jobs set step = 'wait', checkpoint = '{"created": 0}' where id = ${job.id}`;
+    // one of the period's invoice jobs is pending again (an operator's requeue)
+    const [invoice] = await db.sql`select id from worker.jobs where submit_key = 'invoice:acct_nocustomer:2026-11'`;
+    await requeueJob(db.sql, invoice!.id, { now: clock });
+    await runSteps({ ...billingRunner(), registry: new JobRegistry([billingCronJob({ pollDelayMs: 0 })]) }, { maxJobs: 1 });
+    expect(await db.sql`select step, status from worker.jobs where id = ${job.id}`).toEqual([{ step: 'wait', status: 'queued' }]);
+    await runSteps(billingRunner());
+    expect(await db.sql`select status from worker.jobs where id = ${invoice!.id}`).toEqual([{ status: 'failed' }]);
+    const [cron] = await db.sql`select status, result from worker.jobs where id = ${job.id}`;
+    expect(cron).toMatchObject({ status: 'done', result: { accounts: 7, created: 0 } });
   });
 
   it('bills December with the plan changed in November, and the newcomer', async () => {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, claimLeaderLease, enqueue, JobRegistry, retryJob, runSteps, sampleJobTypes } from '../../queue/index.ts';
+import { claimJobs, claimLeaderLease, enqueue, JobRegistry, retryJob, runSteps, sampleJobTypes, spawn as spawnStep, spawnChildren } from '../../queue/index.ts';
 import { isLocalDatabase } from '../../scripts/ops.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 
@@ -37,6 +37,27 @@ async function runningJob(text: string, sinceMs = 0): Promise<string> {
 }
 
 const MISSING = '00000000-0000-4000-8000-000000000000';
+
+describe('npm run ops: children', () => {
+  it("shows a parent's spawn and its children's outcomes, and a child's parent", async () => {
+    const parent = await runningJob('parent');
+    const [{ lease_token: token }] = (await db.sql`select lease_token from worker.jobs where id = ${parent}`) as unknown as [{ lease_token: string }];
+    await spawnChildren(db.sql, { id: parent, leaseToken: token }, spawnStep([
+      { type: 'uppercase', payload: { text: 'one' }, delayMs: 3_600_000 },
+      { type: 'uppercase', payload: { text: 'two' }, delayMs: 3_600_000 },
+    ], { next: 'joined', join: 2 }));
+    const [first] = await db.sql`select id from worker.jobs where parent_id = ${parent} order by id limit 1`;
+    await db.sql`select worker.fail_job(${first!.id}::uuid, 'gave up')`;
+    const shown = await ops(['children', parent]);
+    expect(shown.code).toBe(0);
+    expect(shown.out).toContain('parent: none');
+    expect(shown.out).toContain('spawn 1: join 2 of 2, 1 of 2 ended (2 created, 0 adopted), waiting, resumes at joined');
+    expect(shown.out).toMatch(new RegExp(`${first!.id}.*uppercase.*failed.*gave up`));
+    expect((await ops(['children', first!.id])).out).toContain(`parent: ${parent}`);
+    expect((await ops(['children', first!.id])).out).toContain('no children: the job never spawned');
+    expect(await ops(['children', MISSING])).toMatchObject({ code: 1, out: expect.stringContaining(`no job ${MISSING}`) });
+  });
+});
 
 describe('npm run ops: errors', () => {
   it('lists the commands for an unknown command, and says what is missing', async () => {

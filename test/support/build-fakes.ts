@@ -146,7 +146,7 @@ export function buildHarness(sql: Sql, sandbox: SandboxHandle, options: BuildHar
       if (!job) throw new Error('crashStep: nothing was due');
       const ctx: StepContext<BuildPayload> = {
         job, payload: type.payload.parse(job.payload), step: job.step, checkpoint: job.checkpoint, attempt: job.attempts,
-        signal: new AbortController().signal, sql, now: () => clock,
+        signal: new AbortController().signal, sql, now: () => clock, children: async () => [],
       };
       const result = await type.run(ctx).catch((e: Error) => e);
       return { job, result };

@@ -764,7 +764,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A job and its events */
+        /** A job, its events, its parent and its children */
         get: {
             parameters: {
                 query?: never;
@@ -786,6 +786,9 @@ export interface paths {
                         "application/json": {
                             job: components["schemas"]["Job"];
                             events: components["schemas"]["JobEvent"][];
+                            /** @description the job that spawned (or first adopted) this one as a child */
+                            parentId: string | null;
+                            children: components["schemas"]["JobChildren"];
                         };
                     };
                 };
@@ -2902,6 +2905,30 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** @description the job's latest spawn (queue/children.ts): its join and its children's outcomes, the first 1000 in the order given; null if it never spawned */
+        JobChildren: {
+            waitNo: number;
+            /** @enum {string} */
+            join: "all" | "first" | "count";
+            need: number;
+            total: number;
+            ended: number;
+            created: number;
+            nextStep: string;
+            createdAt: string;
+            joinedAt: string | null;
+            children: {
+                id: string;
+                type: string | null;
+                /** @enum {string} */
+                status: "queued" | "running" | "done" | "failed" | "cancelled" | "oom_killed" | "pruned";
+                /** @description any JSON value */
+                result?: unknown;
+                lastError: string | null;
+                submitKey: string | null;
+                finishedAt: string | null;
+            }[];
+        } | null;
     };
     responses: never;
     parameters: never;

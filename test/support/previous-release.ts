@@ -24,6 +24,7 @@ const ADDED: Record<string, string[]> = {
   '0180': ['worker.prepare_deadline.sql'],
   '0190': ['worker.check_signal_name.sql', 'worker.deliver_signal.sql', 'worker.end_timed_out_wait.sql', 'worker.lock_signal_channel.sql',
     'worker.signal.sql', 'worker.wait_for.sql', 'worker.wait_is_open.sql'],
+  '0200': ['worker.cancel_children.sql', 'worker.child_job_ended.sql', 'worker.spawn_children.sql'],
   '0210': ['worker.claim_eligible.sql', 'worker.fair_claim_candidates.sql', 'worker.pause_claims.sql', 'worker.rate_limit_room.sql',
     'worker.resume_claims.sql', 'worker.settle_rate_limited.sql'],
   '0220': ['worker.bulk_apply.sql', 'worker.bulk_cancel.sql', 'worker.bulk_requeue.sql', 'worker.dead_letters.sql', 'worker.error_fingerprint.sql',

@@ -151,6 +151,28 @@ describe('reading jobs', () => {
     expect((await call('/v1/jobs/not-a-uuid')).body.error.code).toBe('not_found');
   });
 
+  it('GET /v1/jobs/:id answers a parent with its children (results redacted) and a child with its parentId', async () => {
+    const { claimJobs, spawn, spawnChildren } = await import('../../queue/index.ts');
+    const { body } = await post('/v1/jobs', { type: 'countdown', payload: { n: 1 }, delayMs: 3_600_000 });
+    await h.sql`update worker.jobs set run_at = now() where id = ${body.job.id}`;
+    const [claimed] = await claimJobs(h.sql, { workerId: 'api-test', limit: 1, types: ['countdown'] });
+    expect(claimed!.id).toBe(body.job.id);
+    await spawnChildren(h.sql, claimed!, spawn([
+      { type: 'uppercase', payload: { text: 'a' }, delayMs: 3_600_000 },
+      { type: 'uppercase', payload: { text: 'b' }, delayMs: 3_600_000 },
+    ], { next: 'joined', join: 'first' }));
+    const [first] = await h.sql`select id from worker.jobs where parent_id = ${body.job.id} order by id limit 1`;
+    await h.sql`select worker.fail_job(${first!.id}::uuid, 'gave up')`;
+    const parent = await call(`/v1/jobs/${body.job.id}`, { token: 'enqueue' });
+    expect(parent.body).toMatchObject({ parentId: null, children: { waitNo: 1, join: 'first', need: 1, total: 2, ended: 1, created: 2, nextStep: 'joined' } });
+    expect(parent.body.children.children.map((c: Json) => [c.type, c.status, c.lastError])).toEqual([['uppercase', 'failed', 'gave up'], ['uppercase', 'queued', null]]);
+    expect(parent.body.job).toMatchObject({ step: 'joined', status: 'queued' });
+    const child = await call(`/v1/jobs/${first!.id}`, { token: 'enqueue' });
+    expect(child.body).toMatchObject({ parentId: body.job.id, children: null });
+    await h.sql`delete from worker.child_joins where parent_id = ${body.job.id}`;
+    await h.sql`delete from worker.jobs where id = ${body.job.id} or parent_id = ${body.job.id}`;
+  });
+
   it('GET /v1/jobs lists newest first with a keyset cursor, and refuses bad filters', async () => {
     for (let i = 0; i < 5; i++) await post('/v1/jobs', { type: 'countdown', payload: { n: 1 }, delayMs: 3_600_000 });
     const page1 = await call('/v1/jobs?type=countdown&limit=3');

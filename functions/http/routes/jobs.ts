@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
-  cancelJob, DEADLINE_SEVERITIES, decodeCursor, enqueue, enqueueBatch, MAX_DEADLINE_MS, failJobPermanently, getJob, JOB_STATUSES, listJobs, NotFoundError,
+  cancelJob, DEADLINE_SEVERITIES, decodeCursor, enqueue, enqueueBatch, MAX_DEADLINE_MS, failJobPermanently, getJob, JOB_STATUSES, jobFamily, listJobs, NotFoundError,
   releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, type EnqueueInput, type JsonObject, type Queryable,
 } from '../../../queue/index.ts';
 import type { WorkerEnv } from '../../config.ts';
@@ -10,6 +10,7 @@ import { limitBody, readJson, storableText } from '../body.ts';
 import { invocationOf, type AppEnv } from '../context.ts';
 import { HttpError } from '../errors.ts';
 import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
+import { childrenSchema, familyJson, LISTED_CHILDREN } from '../children-json.ts';
 import { eventJson, jobJson } from '../serialize.ts';
 import { eventSchema, jobAnswer, jobSchema } from '../schemas.ts';
 
@@ -137,15 +138,23 @@ mount(jobs, createRoute({
 
 mount(jobs, createRoute({
   method: 'get', path: '/v1/jobs/{id}', tags: ['jobs'], security: bearer,
-  summary: 'A job and its events',
+  summary: 'A job, its events, its parent and its children',
   middleware: [requireScope('enqueue', 'admin')],
   request: { params: idParam },
-  responses: { 200: jsonAnswer(z.object({ job: jobSchema, events: z.array(eventSchema) }), 'the job'), ...errorAnswers(404, ...AUTH_ERRORS) },
+  responses: {
+    200: jsonAnswer(z.object({
+      job: jobSchema, events: z.array(eventSchema),
+      parentId: z.string().nullable().openapi({ description: 'the job that spawned (or first adopted) this one as a child' }),
+      children: childrenSchema,
+    }), 'the job'),
+    ...errorAnswers(404, ...AUTH_ERRORS),
+  },
 }), async (c) => {
   const inv = await invocationOf(c);
   const found = await getJob(inv.sql, c.req.param('id'));
   if (!found) throw new NotFoundError(`no job ${c.req.param('id')}`);
-  return c.json({ job: jobJson(found.job), events: found.events.map(eventJson) });
+  const family = await jobFamily(inv.sql, found.job.id, { limit: LISTED_CHILDREN });
+  return c.json({ job: jobJson(found.job), events: found.events.map(eventJson), ...familyJson(family) });
 });
 
 const ACTION_MAX = 16 * 1024;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Queryable } from '../../../queue/db.ts';
-import { enqueueBatch } from '../../../queue/enqueue.ts';
+import { childJoin, spawn } from '../../../queue/children.ts';
 import { PermanentError } from '../../../queue/errors.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
 import { intColumn, parseRow, parseRows } from '../rows.ts';
@@ -13,11 +13,16 @@ import { INVOICE_ACCOUNT, invoiceSubmitKey } from './invoice-account.ts';
 /**
  * billing_cron: the month-end run for one closed period.
  *
- *   start  one invoice_account job per billable account, in ONE batch insert; each has the
- *          submit key invoice:<account>:<period>, so a second run (a duplicate trigger, a retry
- *          after a crash) creates nothing new and one bad account never blocks the others
- *   wait   poll until every one of those jobs has settled, then write the run summary
- *          (platform.billing_runs) in the same transaction as completing
+ *   start  spawns one invoice_account child per billable account, in ONE batch insert with the
+ *          step's settle, and waits for all of them (queue/children.ts): parked, no claims, until
+ *          the last invoice job ends and makes this one due. Each child has the submit key
+ *          invoice:<account>:<period>, so a second run (a duplicate trigger, a retry after a
+ *          crash, an operator's re-run) creates nothing new: an invoice job that already exists,
+ *          whichever run created it, is adopted (joined like the others, and counted at once if
+ *          it has ended). One bad account never blocks the others: a failed child is an outcome.
+ *   wait   write the run summary (platform.billing_runs) in the same transaction as completing.
+ *          A run that reached `wait` before children existed (started by an earlier release)
+ *          polls as it did until every invoice job has settled.
  *
  * Billable for period P: accounts created before P ended and not cancelled before P began, in
  * any status (payment_failed and suspended accounts still owe what they used; an account
@@ -30,7 +35,7 @@ export const billingCronPayload = z.object({ period: z.string().refine(isPeriod,
 export type BillingCronPayload = z.infer<typeof billingCronPayload>;
 
 export interface BillingCronDeps {
-  /** Between polls of the invoice jobs (default 30 s). */
+  /** Between polls of the invoice jobs of a run started before children existed (default 30 s). */
   pollDelayMs?: number;
   /** Priority of the invoice jobs (default 50). */
   invoicePriority?: number;
@@ -109,7 +114,7 @@ async function runSummary(sql: Queryable, period: string): Promise<BillingRunSum
   };
 }
 
-/** From the fan-out on: how many invoice jobs it created, and when it started. */
+/** From the fan-out on: when it started (and, for a run started before children, how many invoice jobs it created). */
 const waitCheckpoint = z.looseObject({ created: z.number().int().min(0).optional(), startedAt: z.string().optional() });
 
 export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronPayload> {
@@ -127,30 +132,26 @@ export function billingCronJob(deps: BillingCronDeps = {}): JobType<BillingCronP
       if (ctx.step === 'start') {
         if (ctx.now() < periodBounds(period).end) throw new PermanentError(`period ${period} has not ended yet`);
         const accounts = parseRows('platform.accounts', billableRow, await billableAccounts(sql, period));
-        const results = await enqueueBatch(
-          sql,
-          accounts.map((a) => ({
-            type: INVOICE_ACCOUNT,
-            payload: { accountId: a.id, period },
-            submitKey: invoiceSubmitKey(a.id, period),
-            priority: deps.invoicePriority ?? 50,
-          })),
-          { now: ctx.now() },
-        );
-        const created = results.filter((r) => !r.duplicate).length;
-        return next('wait', {
-          checkpoint: { accounts: accounts.length, created, existing: accounts.length - created, startedAt: ctx.now().toISOString() },
-          delayMs: 0,
-        });
+        const invoices = accounts.map((a) => ({
+          type: INVOICE_ACCOUNT,
+          payload: { accountId: a.id, period },
+          submitKey: invoiceSubmitKey(a.id, period),
+          priority: deps.invoicePriority ?? 50,
+        }));
+        return spawn(invoices, { next: 'wait', join: 'all', checkpoint: { accounts: accounts.length, startedAt: ctx.now().toISOString() } });
       }
       if (ctx.step === 'wait') {
-        const { pending, settled } = await settledCounts(sql, period);
-        if (pending > 0) return next('wait', { checkpoint: { pending, settled }, delayMs: pollDelayMs });
+        const wait = await childJoin(sql, ctx.job.id);
+        if (!wait) {
+          const { pending, settled } = await settledCounts(sql, period);
+          if (pending > 0) return next('wait', { checkpoint: { pending, settled }, delayMs: pollDelayMs });
+        }
         const cp = parseCheckpoint(BILLING_CRON, waitCheckpoint, ctx.checkpoint);
+        const created = wait ? wait.created : (cp.created ?? 0);
         const summary = await runSummary(sql, period);
         const startedAt = cp.startedAt !== undefined ? new Date(cp.startedAt) : ctx.now();
         const finishedAt = ctx.now();
-        return done({ ...summary, created: cp.created ?? 0 }, (tx) => tx`
+        return done({ ...summary, created }, (tx) => tx`
           insert into platform.billing_runs (period, job_id, accounts, invoiced, no_charge, failed, total_cents, failures, started_at, finished_at)
           values (${period}, ${ctx.job.id}, ${summary.accounts}, ${summary.invoiced}, ${summary.noCharge}, ${summary.failed}, ${summary.totalCents},
                   ${tx.json(summary.failures)}, ${startedAt}, ${finishedAt})
