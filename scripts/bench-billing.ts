@@ -96,7 +96,7 @@ try {
   const [run] = await sql`select accounts, invoiced, failed, total_cents from platform.billing_runs where period = '2026-11'`;
   // Claims of the billing_cron job itself: 2 (the fan-out and the summary) when it is parked
   // while its invoice jobs run; every claim past those is a poll.
-  const [cronClaims] = await sql`select count(*)::int as n from worker.job_history where job_id = ${cron.id} and kind = 'claimed'`;
+  const cronClaims = { n: (await getJob(sql, cron.id))!.events.filter((e) => e.kind === 'claimed').length };
   const state = (await (await fetch(`${sandbox.url}/_sandbox/stripe/state`)).json()) as { invoices: { total: number; status: string }[] };
   const atStripe = state.invoices.filter((i) => i.status === 'open');
   const stripeTotal = atStripe.reduce((sum, i) => sum + i.total, 0);

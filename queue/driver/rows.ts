@@ -105,10 +105,11 @@ export const JOB_COLUMNS = [
  */
 export const ROW_HELD_EVENT_COLUMNS = ['claimed_event_id', 'done_event_id', 'enqueued_event_id'] as const;
 /**
- * Columns only the claim reads (0210's rate and fairness keys): a claimed job leaves them out, as
- * the step never needs them (the rate-limited settle reads the key from the row).
+ * Columns a claimed job leaves out, as the step never needs them: the parent link (0200; the
+ * child-ended trigger reads it from the row) and the claim's own rate and fairness keys (0210; the
+ * rate-limited settle reads the key from the row). In table order.
  */
-export const CLAIM_ONLY_COLUMNS = ['rate_key', 'fair_key'] as const;
+export const CLAIM_ONLY_COLUMNS = ['parent_id', 'rate_key', 'fair_key'] as const;
 type JobColumn = (typeof JOB_COLUMNS)[number];
 
 function jobFrom(get: (column: JobColumn) => unknown): Job {
