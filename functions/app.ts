@@ -6,6 +6,7 @@ import { errorBody, respondError } from './http/errors.ts';
 import { createRouter, serveDocument } from './http/openapi.ts';
 import { health } from './http/routes/health.ts';
 import { jobs } from './http/routes/jobs.ts';
+import { pauses } from './http/routes/pauses.ts';
 import { signals } from './http/routes/signals.ts';
 import { metrics } from './http/routes/metrics.ts';
 import { provisioning } from './http/routes/provisioning.ts';
@@ -85,6 +86,7 @@ export function createApp() {
   app.route('/', bulk); // before jobs: /v1/jobs/bulk/retry is no job's retry
   app.route('/', jobs);
   app.route('/', signals);
+  app.route('/', pauses);
   app.route('/', admin);
   app.route('/', builds);
   app.route('/', provisioning);
