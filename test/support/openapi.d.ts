@@ -789,6 +789,7 @@ export interface paths {
                             /** @description the job that spawned (or first adopted) this one as a child */
                             parentId: string | null;
                             children: components["schemas"]["JobChildren"];
+                            wait: components["schemas"]["JobWait"];
                         };
                     };
                 };
@@ -3223,6 +3224,16 @@ export interface components {
                 submitKey: string | null;
                 finishedAt: string | null;
             }[];
+        } | null;
+        /** @description what the job waits for now (waitFor, queue/signals.ts): signal it by name (and key); null when it is not waiting */
+        JobWait: {
+            name: string;
+            key: string | null;
+            /** @description the step the job resumes at when the event (or the timeout) comes */
+            step: string;
+            since: string;
+            /** @description when the wait ends with a timeout outcome; null: it waits until signalled */
+            timeoutAt: string | null;
         } | null;
     };
     responses: never;

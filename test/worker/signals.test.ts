@@ -24,6 +24,19 @@ async function waitingJob(payload: Json): Promise<Json> {
 }
 
 describe('POST /v1/jobs/:id/signal', () => {
+  it('GET /v1/jobs/:id shows the open wait (name, key, resume step, timeout), and null once signalled', async () => {
+    const name = `ev-${uid()}`;
+    const job = await waitingJob({ name, key: 'k1', timeoutMs: 3_600_000 });
+    const waiting = await json(await h.request(`/v1/jobs/${job.id}`));
+    expect(waiting.wait).toMatchObject({ name, key: 'k1', step: 'resumed' });
+    const timeoutAt = Date.parse(waiting.wait.timeoutAt);
+    expect(timeoutAt - Date.parse(waiting.wait.since)).toBe(3_600_000);
+    expect((await h.request('/v1/events', { method: 'POST', json: { name, key: 'k1' } })).status).toBe(200);
+    expect((await json(await h.request(`/v1/jobs/${job.id}`))).wait).toBeNull();
+    const never = await json(await h.request(`/v1/jobs/${(await waitingJob({ name: `ev-${uid()}` })).id}`));
+    expect(never.wait).toMatchObject({ key: null, timeoutAt: null });
+  });
+
   it('resumes a waiting job with the payload, in the request\'s drain; 409 once it ended', async () => {
     const name = `ev-${uid()}`;
     const job = await waitingJob({ name });

@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
-  cancelJob, DEADLINE_SEVERITIES, decodeCursor, enqueue, enqueueBatch, MAX_DEADLINE_MS, failJobPermanently, getJob, JOB_STATUSES, jobFamily, listJobs, NotFoundError,
+  cancelJob, DEADLINE_SEVERITIES, decodeCursor, enqueue, enqueueBatch, MAX_DEADLINE_MS, failJobPermanently, getJob, JOB_STATUSES, jobFamily, jobWait, listJobs, NotFoundError,
   releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, type EnqueueInput, type JsonObject, type Queryable,
 } from '../../../queue/index.ts';
 import type { WorkerEnv } from '../../config.ts';
@@ -12,6 +12,7 @@ import { HttpError } from '../errors.ts';
 import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
 import { childrenSchema, familyJson, LISTED_CHILDREN } from '../children-json.ts';
 import { eventJson, jobJson } from '../serialize.ts';
+import { waitJson, waitSchema } from '../wait-json.ts';
 import { eventSchema, jobAnswer, jobSchema } from '../schemas.ts';
 
 const key = z.string().min(1).max(200);
@@ -146,6 +147,7 @@ mount(jobs, createRoute({
       job: jobSchema, events: z.array(eventSchema),
       parentId: z.string().nullable().openapi({ description: 'the job that spawned (or first adopted) this one as a child' }),
       children: childrenSchema,
+      wait: waitSchema,
     }), 'the job'),
     ...errorAnswers(404, ...AUTH_ERRORS),
   },
@@ -153,8 +155,8 @@ mount(jobs, createRoute({
   const inv = await invocationOf(c);
   const found = await getJob(inv.sql, c.req.param('id'));
   if (!found) throw new NotFoundError(`no job ${c.req.param('id')}`);
-  const family = await jobFamily(inv.sql, found.job.id, { limit: LISTED_CHILDREN });
-  return c.json({ job: jobJson(found.job), events: found.events.map(eventJson), ...familyJson(family) });
+  const [family, wait] = await Promise.all([jobFamily(inv.sql, found.job.id, { limit: LISTED_CHILDREN }), jobWait(inv.sql, found.job.id)]);
+  return c.json({ job: jobJson(found.job), events: found.events.map(eventJson), ...familyJson(family), wait: wait && waitJson(wait) });
 });
 
 const ACTION_MAX = 16 * 1024;
