@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -140,6 +140,67 @@ describe('the dashboard in chromium', () => {
     expect(await page.locator('tr[data-schedule="cleanup"]').count()).toBe(1);
     await page.goto(`${stack.baseUrl}/dashboard/history?window=1h`);
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-history.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
+  it("follows a running build's log live, without reloading, and shows a hostile line as text", async () => {
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => { dialogs.push(d.message()); void d.dismiss(); });
+    // the sandbox's lines quote the service id: every line of this build carries markup
+    const serviceId = `svc-${Date.now()}-<img src=x onerror=alert(1)>`;
+    const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      await sql`insert into platform.accounts (id) values ('acct-e2e-live') on conflict do nothing`;
+      await sql`insert into platform.services (id, account_id) values (${serviceId}, 'acct-e2e-live')`;
+    } finally {
+      await sql.end();
+    }
+    const { sandboxUrl } = JSON.parse(readFileSync(`${stack.dataDir}/dev-stack.json`, 'utf8')) as { sandboxUrl: string };
+    const scripted = await fetch(`${sandboxUrl}/_sandbox/depot/script`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ serviceId, outcome: 'hang', polls: 1000, lines: 1000, linesPerPoll: 1 }), // a line a poll (2 s)
+    });
+    expect(scripted.status).toBe(200);
+    const push = await stack.api('/v1/pushes', { method: 'POST', body: JSON.stringify({ accountId: 'acct-e2e-live', serviceId, branch: 'main', commitSha: 'abc1234' }) });
+    expect(push.status).toBe(201);
+    const { job } = (await push.json()) as { job: { id: string } };
+    // after the push's 5 s debounce, its first poll archives line 1
+    await expect.poll(async () => ((await (await stack.api(`/v1/builds/${job.id}/logs`)).text()).includes('#1/1000')), { timeout: 30_000 }).toBe(true);
+
+    await page.goto(`${stack.baseUrl}/dashboard/jobs/${job.id}`);
+    expect(await page.locator('meta[http-equiv=refresh]').count()).toBe(0); // the script, not a reload, keeps it live
+    await page.evaluate(() => { (window as unknown as { sameDocument: boolean }).sameDocument = true; });
+    const tail = page.locator('#build-log-tail');
+    const shown = Number(await tail.getAttribute('data-last-seq'));
+    expect(shown).toBeGreaterThanOrEqual(1);
+    await expect.poll(() => page.textContent('#build-log-state'), { timeout: 15_000 }).toContain('live');
+    const next = shown + 2; // two polls on: surely relayed, not rendered
+    await expect.poll(() => tail.textContent(), { timeout: 20_000 }).toContain(`#${next}/1000`);
+    expect(await page.evaluate(() => (window as unknown as { sameDocument?: boolean }).sameDocument)).toBe(true); // no reload
+    const text = (await tail.textContent())!;
+    expect(text).toContain(`${serviceId}@abc1234 #${next}/1000`); // the markup as text
+    expect(text.match(new RegExp(`#${next}/1000`, 'g'))).toHaveLength(1); // each line once (backlog and tail overlap)
+    expect(await page.locator('#build-log-panel img').count()).toBe(0);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-build-live.png`, fullPage: true });
+
+    // The fallbacks, side by side: a socket that closes unexpectedly, and a browser that runs no
+    // scripts (its <noscript> refresh), each reload the page 10 s on.
+    const session = await page.context().storageState();
+    const reloads = await Promise.all([true, false].map(async (scripts) => {
+      const context = await browser.newContext({ storageState: session, javaScriptEnabled: scripts });
+      const other = await context.newPage();
+      if (scripts) await other.routeWebSocket(/\/live$/, (ws) => ws.close());
+      await other.goto(`${stack.baseUrl}/dashboard/jobs/${job.id}`);
+      const loaded = Date.now();
+      if (scripts) await expect.poll(() => other.textContent('#build-log-state')).toContain('the live log closed: reloading in 10 s');
+      await other.waitForEvent('framenavigated', { timeout: 15_000 });
+      await context.close();
+      return Date.now() - loaded;
+    }));
+    for (const ms of reloads) expect(ms).toBeGreaterThan(9_000);
+
+    expect((await stack.api(`/v1/jobs/${job.id}/cancel`, { method: 'POST', body: '{}' })).status).toBe(200);
+    await expect.poll(() => page.textContent('#build-log-state'), { timeout: 20_000 }).toContain('build ended: cancelled');
     expect(dialogs).toEqual([]);
   });
 
