@@ -10,7 +10,8 @@ import { startDevStack, type DevStack } from '../support/dev-stack.ts';
  * The dashboard in a real browser — Chromium driven by playwright-core: Debian's when installed,
  * else the one the npm package @sparticuz/chromium ships (test/support/browser.ts; never a
  * downloaded browser) — against the `npm start` stack: log in, see a job enqueued through the API
- * with its status, cancel it from its page, see the status change. Screenshots go to
+ * with its status, cancel it from its page, see the status change; follow a running build's log
+ * live (its one script, a hostile line kept text, the fallbacks to reloading). Screenshots go to
  * test-artifacts/; with STARBASE_DOCS_SCREENSHOT=1 the overview is also saved as
  * docs/dashboard.png (the README's screenshot).
  */
@@ -183,21 +184,42 @@ describe('the dashboard in chromium', () => {
     expect(await page.locator('#build-log-panel img').count()).toBe(0);
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-build-live.png`, fullPage: true });
 
-    // The fallbacks, side by side: a socket that closes unexpectedly, and a browser that runs no
-    // scripts (its <noscript> refresh), each reload the page 10 s on.
+    // Side by side, each in its own browser context on the same session: a socket that closes
+    // unexpectedly and a browser that runs no scripts (its <noscript> refresh) each reload the page
+    // 10 s on; a relay (scripted here) that repeats a line the page shows, skips lines and ends is
+    // shown without the repeat, with the gap named, and the ended page stays put.
     const session = await page.context().storageState();
-    const reloads = await Promise.all([true, false].map(async (scripts) => {
-      const context = await browser.newContext({ storageState: session, javaScriptEnabled: scripts });
+    const relayed = (seq: number, text: string) => ({ seq, text });
+    const [dropped, noScripts, ended] = await Promise.all((['drop', 'noscript', 'relay'] as const).map(async (mode) => {
+      const context = await browser.newContext({ storageState: session, javaScriptEnabled: mode !== 'noscript' });
       const other = await context.newPage();
-      if (scripts) await other.routeWebSocket(/\/live$/, (ws) => ws.close());
+      let last = 0;
+      if (mode === 'drop') await other.routeWebSocket(/\/live$/, (ws) => ws.close());
+      if (mode === 'relay') {
+        await other.routeWebSocket(/\/live$/, async (ws) => {
+          last = Number(await other.locator('#build-log-tail').getAttribute('data-last-seq')); // where the rendered tail ends
+          ws.send(JSON.stringify({ type: 'lines', lines: [relayed(last, 'REPEATED'), relayed(last + 1, 'NEXT <b>bold</b>'), relayed(last + 4, 'AFTER A GAP')] }));
+          ws.send(JSON.stringify({ type: 'end', outcome: 'succeeded' }));
+          ws.close();
+        });
+      }
       await other.goto(`${stack.baseUrl}/dashboard/jobs/${job.id}`);
       const loaded = Date.now();
-      if (scripts) await expect.poll(() => other.textContent('#build-log-state')).toContain('the live log closed: reloading in 10 s');
-      await other.waitForEvent('framenavigated', { timeout: 15_000 });
+      if (mode === 'drop') await expect.poll(() => other.textContent('#build-log-state')).toContain('the live log closed: reloading in 10 s');
+      const navigated = await other.waitForEvent('framenavigated', { timeout: 12_000 }).then(() => Date.now() - loaded, () => null);
+      const tailText = mode === 'relay' ? await other.textContent('#build-log-tail') : null;
+      const state = mode === 'relay' ? await other.textContent('#build-log-state') : null;
+      const bold = mode === 'relay' ? await other.locator('#build-log-tail b').count() : null;
       await context.close();
-      return Date.now() - loaded;
+      return { navigated, tailText, state, bold, last };
     }));
-    for (const ms of reloads) expect(ms).toBeGreaterThan(9_000);
+    expect(dropped!.navigated).toBeGreaterThan(9_000);
+    expect(noScripts!.navigated).toBeGreaterThan(9_000);
+    expect(ended!.navigated).toBeNull(); // the build ended: no reload
+    expect(ended!.state).toBe('build ended: succeeded show its final state');
+    expect(ended!.tailText).not.toContain('REPEATED');
+    expect(ended!.tailText).toContain(`NEXT <b>bold</b>\n[lines ${ended!.last + 2}-${ended!.last + 3} were not relayed: the whole log has them]\nAFTER A GAP`);
+    expect(ended!.bold).toBe(0);
 
     expect((await stack.api(`/v1/jobs/${job.id}/cancel`, { method: 'POST', body: '{}' })).status).toBe(200);
     await expect.poll(() => page.textContent('#build-log-state'), { timeout: 20_000 }).toContain('build ended: cancelled');
