@@ -57,25 +57,28 @@ async function buildJob(script: Json): Promise<string> {
   return ((await res.json()) as { job: { id: string } }).job.id;
 }
 
-/** A build job row that is no build's (any other type) and a build that has ended: neither is live. */
+/** A job of any type, due in an hour (no tick runs it): the rows the pages and the refusals are about. */
 async function enqueued(type: string, payload: Json): Promise<string> {
   const [row] = await h.sql`select id from worker.enqueue_job(type => ${type}, payload => ${h.sql.json(payload)}, run_at => now() + interval '1 hour')`;
   return row!.id as string;
 }
 
 describe('GET /dashboard/builds/:id/live', () => {
-  it('with the session and our Origin: 101, then the lines each poll step publishes, then the end', async () => {
+  it('with the session and our Origin: 101, then the lines each poll step publishes, then the end; to every viewer', async () => {
     const id = await buildJob({ outcome: 'succeed', polls: 2, lines: 7 });
-    const res = await openLive(id);
-    expect(res.status).toBe(101);
-    const { received, ended } = relayMessages(res);
+    // two operators (two sessions) watch the same build at once
+    const viewers = await Promise.all([openLive(id), openLive(id, { cookie: await login() })]);
+    expect(viewers.map((r) => r.status)).toEqual([101, 101]);
+    const streams = viewers.map(relayMessages);
     await h.sql`update worker.jobs set run_at = now() where id = ${id}`;
     await h.trigger(TICK);
-    await ended;
-    // more than one poll published: the lines arrive as they are read, not at the end
-    expect(received.filter((m) => m.type === 'lines').length).toBeGreaterThan(1);
-    expect(received.filter((m) => m.type === 'lines').flatMap((m) => m.lines).map((l: Json) => l.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
-    expect(received.at(-1)).toEqual({ type: 'end', outcome: 'succeeded' });
+    for (const { received, ended } of streams) {
+      await ended;
+      // more than one poll published: the lines arrive as they are read, not at the end
+      expect(received.filter((m) => m.type === 'lines').length).toBeGreaterThan(1);
+      expect(received.filter((m) => m.type === 'lines').flatMap((m) => m.lines).map((l: Json) => l.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(received.at(-1)).toEqual({ type: 'end', outcome: 'succeeded' });
+    }
   });
 
   it('refuses without a live session (no cookie, a forged one, a logged-out one): 401, never a 101', async () => {
