@@ -12,6 +12,7 @@ import { SECURITY_HEADERS } from './layout.tsx';
 import { HISTORY_WINDOWS, HistoryPage, type HistoryWindow } from './history-page.tsx';
 import { JobPage } from './job-page.tsx';
 import { JobsPage } from './jobs-page.tsx';
+import { liveLog } from './live-log.ts';
 import { OverviewPage } from './overview-page.tsx';
 import { ErrorPage, LoginPage } from './pages.tsx';
 import {
@@ -25,10 +26,10 @@ import {
 } from './session.ts';
 
 /**
- * The operator dashboard, server-rendered with hono/jsx and no scripts: `GET /` and everything
- * under `/dashboard/` (so it never shadows an API route). Pages reload themselves every 10 s
- * for live numbers; actions are plain form posts (session + same origin + CSRF token) answered
- * with a redirect back to the page.
+ * The operator dashboard, server-rendered with hono/jsx: `GET /` and everything under
+ * `/dashboard/` (so it never shadows an API route). Pages reload themselves every 10 s for live
+ * numbers; the one script is a running build's live log (live-log.ts); actions are plain form
+ * posts (session + same origin + CSRF token) answered with a redirect back to the page.
  */
 export const dashboard = new Hono<DashboardEnv>();
 
@@ -140,7 +141,7 @@ async function renderJob(c: Context<DashboardEnv>, id: string, message: { done?:
   const found = await getJob(inv.sql, id);
   if (!found) throw new HttpError(404, 'not_found', `no job ${id}`);
   const [clock] = await inv.sql`select now() as now`;
-  const buildLog = found.job.type === 'build' && (found.job.startedAt || isInProgress(found.job)) ? (await readArchivedLog(c.env, found.job)).text : undefined;
+  const buildLog = found.job.type === 'build' && (found.job.startedAt || isInProgress(found.job)) ? await readArchivedLog(c.env, found.job) : undefined;
   return c.html(
     <JobPage now={clock!.now as Date} csrf={sessionOf(c).csrf} lease={await lease(c)} job={found.job} events={found.events} scrub={inv.scrub} buildLog={buildLog} {...message} />,
     status,
@@ -188,6 +189,8 @@ dashboard.get('/dashboard/history', requireSession(), async (c) => {
   const [series, leaseRow] = await Promise.all([stepSeries(inv.sql, { sinceMs: ms, binMinutes, now: at }), lease(c)]);
   return c.html(<HistoryPage now={at} csrf={sessionOf(c).csrf} lease={leaseRow} window={window} series={series} />);
 });
+
+dashboard.route('/', liveLog); // a running build's live log: its socket and the page's script
 
 dashboard.get('/dashboard/jobs/:id', requireSession(), (c) => renderJob(c, c.req.param('id'), { done: c.req.query('done') }));
 

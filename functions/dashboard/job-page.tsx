@@ -13,8 +13,8 @@ export interface JobPageData {
   job: Job;
   events: JobEvent[];
   scrub: (text: string) => string;
-  /** A build's archived log so far (scrubbed), shown on its page. */
-  buildLog?: string;
+  /** A build's archived log so far (scrubbed) and its last line's number, shown on its page. */
+  buildLog?: { text: string; lastSeq: number };
   /** The action just done (`?done=`), to confirm it. */
   done?: string;
   error?: string;
@@ -133,8 +133,10 @@ export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub,
   const notice = noticeFor(done, job);
   const shown = jobJson(job); // payload, checkpoint and result with secrets redacted
   const terminal = TERMINAL_STATUSES.includes(job.status);
+  // A running build's log is live over its socket; its script reloads the page when that fails.
+  const liveLog = buildLog !== undefined && !terminal;
   return (
-    <Layout title={`${job.type} …${shortId(job.id)}`} refreshSeconds={terminal ? undefined : 10} header={<TopBar csrf={csrf} lease={lease} now={now} />}>
+    <Layout title={`${job.type} …${shortId(job.id)}`} refreshSeconds={terminal || liveLog ? undefined : 10} header={<TopBar csrf={csrf} lease={lease} now={now} />}>
       {notice ? <div class="notice" role="status">{notice}</div> : null}
       {error ? <div class="error" role="alert">{error}</div> : null}
       <h1>
@@ -154,7 +156,7 @@ export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub,
         </section>
       </div>
 
-      {buildLog !== undefined ? <BuildLog jobId={job.id} text={buildLog} inProgress={!terminal} /> : null}
+      {buildLog !== undefined ? <BuildLog jobId={job.id} text={buildLog.text} lastSeq={buildLog.lastSeq} inProgress={!terminal} /> : null}
 
       <Events events={events} scrub={scrub} />
     </Layout>

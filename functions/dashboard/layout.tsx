@@ -69,9 +69,19 @@ export const Layout: FC<LayoutProps> = ({ title, refreshSeconds, header, childre
   </html>
 );
 
-/** Every dashboard answer: no caching, no framing, no scripts, forms only to this origin. */
+/**
+ * Every dashboard answer: no caching, no framing, forms only to this origin, and one script: the
+ * build page's live log, loaded from this origin (`script-src 'self'`: no inline script, no
+ * handler attribute, nothing from elsewhere), whose socket goes back to this origin only
+ * (`connect-src 'self'`). Trusted Types are required with no policy allowed, so an HTML sink
+ * (innerHTML and its kin) throws rather than parse a string: the script adds a build's lines as
+ * text nodes, and a hostile line stays text. Every other answer of the origin is nosniff with a
+ * non-script type, so `'self'` admits no other script.
+ */
 export const SECURITY_HEADERS: Record<string, string> = {
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; connect-src 'self'; require-trusted-types-for 'script'; trusted-types 'none'; " +
+    "style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +10,8 @@ import { startDevStack, type DevStack } from '../support/dev-stack.ts';
  * The dashboard in a real browser — Chromium driven by playwright-core: Debian's when installed,
  * else the one the npm package @sparticuz/chromium ships (test/support/browser.ts; never a
  * downloaded browser) — against the `npm start` stack: log in, see a job enqueued through the API
- * with its status, cancel it from its page, see the status change. Screenshots go to
+ * with its status, cancel it from its page, see the status change; follow a running build's log
+ * live (its one script, a hostile line kept text, the fallbacks to reloading). Screenshots go to
  * test-artifacts/; with STARBASE_DOCS_SCREENSHOT=1 the overview is also saved as
  * docs/dashboard.png (the README's screenshot).
  */
@@ -140,6 +141,88 @@ describe('the dashboard in chromium', () => {
     expect(await page.locator('tr[data-schedule="cleanup"]').count()).toBe(1);
     await page.goto(`${stack.baseUrl}/dashboard/history?window=1h`);
     await page.screenshot({ path: `${ARTIFACTS}/dashboard-history.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
+  it("follows a running build's log live, without reloading, and shows a hostile line as text", async () => {
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => { dialogs.push(d.message()); void d.dismiss(); });
+    // the sandbox's lines quote the service id: every line of this build carries markup
+    const serviceId = `svc-${Date.now()}-<img src=x onerror=alert(1)>`;
+    const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      await sql`insert into platform.accounts (id) values ('acct-e2e-live') on conflict do nothing`;
+      await sql`insert into platform.services (id, account_id) values (${serviceId}, 'acct-e2e-live')`;
+    } finally {
+      await sql.end();
+    }
+    const { sandboxUrl } = JSON.parse(readFileSync(`${stack.dataDir}/dev-stack.json`, 'utf8')) as { sandboxUrl: string };
+    const scripted = await fetch(`${sandboxUrl}/_sandbox/depot/script`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ serviceId, outcome: 'hang', polls: 1000, lines: 1000, linesPerPoll: 1 }), // a line a poll (2 s)
+    });
+    expect(scripted.status).toBe(200);
+    const push = await stack.api('/v1/pushes', { method: 'POST', body: JSON.stringify({ accountId: 'acct-e2e-live', serviceId, branch: 'main', commitSha: 'abc1234' }) });
+    expect(push.status).toBe(201);
+    const { job } = (await push.json()) as { job: { id: string } };
+    // after the push's 5 s debounce, its first poll archives line 1
+    await expect.poll(async () => ((await (await stack.api(`/v1/builds/${job.id}/logs`)).text()).includes('#1/1000')), { timeout: 30_000 }).toBe(true);
+
+    await page.goto(`${stack.baseUrl}/dashboard/jobs/${job.id}`);
+    expect(await page.locator('meta[http-equiv=refresh]').count()).toBe(0); // the script, not a reload, keeps it live
+    await page.evaluate(() => { (window as unknown as { sameDocument: boolean }).sameDocument = true; });
+    const tail = page.locator('#build-log-tail');
+    const shown = Number(await tail.getAttribute('data-last-seq'));
+    expect(shown).toBeGreaterThanOrEqual(1);
+    await expect.poll(() => page.textContent('#build-log-state'), { timeout: 15_000 }).toContain('live');
+    const next = shown + 2; // two polls on: surely relayed, not rendered
+    await expect.poll(() => tail.textContent(), { timeout: 20_000 }).toContain(`#${next}/1000`);
+    expect(await page.evaluate(() => (window as unknown as { sameDocument?: boolean }).sameDocument)).toBe(true); // no reload
+    const text = (await tail.textContent())!;
+    expect(text).toContain(`${serviceId}@abc1234 #${next}/1000`); // the markup as text
+    expect(text.match(new RegExp(`#${next}/1000`, 'g'))).toHaveLength(1); // each line once (backlog and tail overlap)
+    expect(await page.locator('#build-log-panel img').count()).toBe(0);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-build-live.png`, fullPage: true });
+
+    // Side by side, each in its own browser context on the same session: a socket that closes
+    // unexpectedly and a browser that runs no scripts (its <noscript> refresh) each reload the page
+    // 10 s on; a relay (scripted here) that repeats a line the page shows, skips lines and ends is
+    // shown without the repeat, with the gap named, and the ended page stays put.
+    const session = await page.context().storageState();
+    const relayed = (seq: number, text: string) => ({ seq, text });
+    const [dropped, noScripts, ended] = await Promise.all((['drop', 'noscript', 'relay'] as const).map(async (mode) => {
+      const context = await browser.newContext({ storageState: session, javaScriptEnabled: mode !== 'noscript' });
+      const other = await context.newPage();
+      let last = 0;
+      if (mode === 'drop') await other.routeWebSocket(/\/live$/, (ws) => ws.close());
+      if (mode === 'relay') {
+        await other.routeWebSocket(/\/live$/, async (ws) => {
+          last = Number(await other.locator('#build-log-tail').getAttribute('data-last-seq')); // where the rendered tail ends
+          ws.send(JSON.stringify({ type: 'lines', lines: [relayed(last, 'REPEATED'), relayed(last + 1, 'NEXT <b>bold</b>'), relayed(last + 4, 'AFTER A GAP')] }));
+          ws.send(JSON.stringify({ type: 'end', outcome: 'succeeded' }));
+          ws.close();
+        });
+      }
+      await other.goto(`${stack.baseUrl}/dashboard/jobs/${job.id}`);
+      const loaded = Date.now();
+      if (mode === 'drop') await expect.poll(() => other.textContent('#build-log-state')).toContain('the live log closed: reloading in 10 s');
+      const navigated = await other.waitForEvent('framenavigated', { timeout: 12_000 }).then(() => Date.now() - loaded, () => null);
+      const tailText = mode === 'relay' ? await other.textContent('#build-log-tail') : null;
+      const state = mode === 'relay' ? await other.textContent('#build-log-state') : null;
+      const bold = mode === 'relay' ? await other.locator('#build-log-tail b').count() : null;
+      await context.close();
+      return { navigated, tailText, state, bold, last };
+    }));
+    expect(dropped!.navigated).toBeGreaterThan(9_000);
+    expect(noScripts!.navigated).toBeGreaterThan(9_000);
+    expect(ended!.navigated).toBeNull(); // the build ended: no reload
+    expect(ended!.state).toBe('build ended: succeeded show its final state');
+    expect(ended!.tailText).not.toContain('REPEATED');
+    expect(ended!.tailText).toContain(`NEXT <b>bold</b>\n[lines ${ended!.last + 2}-${ended!.last + 3} were not relayed: the whole log has them]\nAFTER A GAP`);
+    expect(ended!.bold).toBe(0);
+
+    expect((await stack.api(`/v1/jobs/${job.id}/cancel`, { method: 'POST', body: '{}' })).status).toBe(200);
+    await expect.poll(() => page.textContent('#build-log-state'), { timeout: 20_000 }).toContain('build ended: cancelled');
     expect(dialogs).toEqual([]);
   });
 

@@ -1,19 +1,11 @@
 import { env } from 'cloudflare:test';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { countJobs, createWorkerHarness, testEnv, type WorkerHarness } from './support.ts';
+import { countJobs, createWorkerHarness, relayMessages, sandboxBuildEnv, testEnv, type WorkerHarness } from './support.ts';
 
 let h: WorkerHarness;
 const sandbox = testEnv.TEST_SANDBOX_URL;
 beforeAll(async () => {
-  h = await createWorkerHarness({
-    DEPOT_API_URL: sandbox,
-    DEPOT_TOKEN: 'sandbox-depot-token',
-    DEPOT_PROJECT_ID: 'starbase-test',
-    BUILD_POLL_INTERVAL_MS: '0',
-    // a tick waits for steps due within its budget; keep it short so leftovers cannot stall a test
-    TICK_BUDGET_MS: '3000',
-    KICK_BUDGET_MS: '1000',
-  } as never);
+  h = await createWorkerHarness(sandboxBuildEnv());
 });
 
 beforeEach(async () => {
@@ -141,14 +133,7 @@ describe('the build job on ticks', () => {
     const { job } = await push(svc);
     const res = await h.request(`/v1/builds/${job.id}/logs`, { token: 'enqueue', headers: { upgrade: 'websocket' } });
     expect(res.status).toBe(101);
-    const ws = res.webSocket!;
-    ws.accept();
-    const received: Json[] = [];
-    const ended = new Promise<void>((resolve) => ws.addEventListener('message', (m) => {
-      const msg = JSON.parse(m.data as string) as Json;
-      received.push(msg);
-      if (msg.type === 'end') resolve();
-    }));
+    const { received, ended } = relayMessages(res);
     await runNow(job.id);
     await h.trigger(TICK);
     await ended;

@@ -40,6 +40,7 @@ const NO_BEARER: Record<string, string> = {
   'POST /webhooks/stripe': 'the Stripe-Signature header',
   'GET /dashboard/login': 'nothing: the login form',
   'POST /dashboard/login': 'the admin token in the form, from our origin',
+  'GET /dashboard/assets/live-log.js': "nothing: the build page's script, which holds no data",
 };
 
 /** The scopes each API route accepts (an admin token carries all three). Every API route must be listed. */

@@ -81,6 +81,35 @@ export async function createWorkerHarness(overrides: Partial<TestEnv> = {}): Pro
   };
 }
 
+/**
+ * A Worker whose build job drives the sandbox's Depot and polls without a pause, so one tick runs a
+ * scripted build to its end; the tick's and the kick's budgets are short so a leftover cannot stall
+ * a test (a tick waits for steps due within its budget).
+ */
+export function sandboxBuildEnv(): Partial<TestEnv> {
+  return {
+    DEPOT_API_URL: testEnv.TEST_SANDBOX_URL,
+    DEPOT_TOKEN: 'sandbox-depot-token',
+    DEPOT_PROJECT_ID: 'starbase-test',
+    BUILD_POLL_INTERVAL_MS: '0',
+    TICK_BUDGET_MS: '3000',
+    KICK_BUDGET_MS: '1000',
+  } as Partial<TestEnv>;
+}
+
+/** A build relay's messages as a 101 answer's socket receives them, and when the end message came. */
+export function relayMessages(res: Response): { received: Array<Record<string, any>>; ended: Promise<void> } {
+  const ws = res.webSocket!;
+  ws.accept();
+  const received: Array<Record<string, any>> = [];
+  const ended = new Promise<void>((resolve) => ws.addEventListener('message', (m) => {
+    const message = JSON.parse(m.data as string) as Record<string, any>;
+    received.push(message);
+    if (message.type === 'end') resolve();
+  }));
+  return { received, ended };
+}
+
 export type RequestInitWith = RequestInit & { token?: keyof typeof TOKENS | null; json?: unknown };
 
 /** A request through the Worker's fetch handler with `env`; waits for its waitUntil work (the kick, a wake-up). */

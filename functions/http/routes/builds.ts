@@ -1,12 +1,12 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { enqueue, getJob, NotFoundError, TERMINAL_STATUSES } from '../../../queue/index.ts';
+import { enqueue, getJob, NotFoundError } from '../../../queue/index.ts';
 import { archivedLog } from '../archived-log.ts';
+import { isWebSocketUpgrade, joinBuildRelay } from '../build-log-socket.ts';
 import { buildPayload } from '../../platform/build/build.ts';
 import { assertOwnership } from '../../lib/tenancy.ts';
 import { requireScope } from '../auth.ts';
 import { limitBody, readJson } from '../body.ts';
 import { invocationOf } from '../context.ts';
-import { HttpError } from '../errors.ts';
 import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
 import { jobSchema } from '../schemas.ts';
 import { ownershipToHttp } from '../tenancy.ts';
@@ -69,13 +69,8 @@ mount(builds, createRoute({
   const inv = await invocationOf(c);
   const found = await getJob(inv.sql, c.req.param('id'));
   if (!found || found.job.type !== 'build') throw new NotFoundError(`no build ${c.req.param('id')}`);
-  const running = !TERMINAL_STATUSES.includes(found.job.status);
-  if (running && c.req.header('upgrade')?.toLowerCase() === 'websocket') {
-    const relay = c.env.BUILD_LOG_RELAY;
-    return relay.get(relay.idFromName(found.job.id)).fetch(c.req.raw);
-  }
-  if (!running && c.req.header('upgrade')?.toLowerCase() === 'websocket') {
-    throw new HttpError(410, 'build_finished', 'the build has finished: GET this URL without an upgrade for its archived log');
+  if (isWebSocketUpgrade(c.req.raw)) {
+    return joinBuildRelay(c.env, found.job, c.req.raw, 'GET this URL without an upgrade for its archived log');
   }
   return archivedLog(c, found.job);
 });
