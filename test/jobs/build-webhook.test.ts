@@ -134,6 +134,31 @@ describe('build job with Depot\'s webhook', () => {
     expect(polls(buildId)).toBe(2);
   });
 
+  it('a webhook that comes before submit checkpointed the build is dropped, and polling finishes the build', async () => {
+    let h: BuildHarness;
+    let early: Awaited<ReturnType<typeof relay>> | undefined;
+    // Depot accepted the build, which ended and sent its webhook before the submit step settled
+    const wrap = (depot: BuildService): BuildService =>
+      Object.assign(Object.create(depot) as BuildService, {
+        async submit(request: Parameters<BuildService['submit']>[0], o?: { signal?: AbortSignal }) {
+          const accepted = await depot.submit(request, o);
+          early = await relay(h, await finishAtDepot(h, accepted.buildId));
+          return accepted;
+        },
+      });
+    await scriptBuild(t.sandbox, { serviceId: 'svc-wh-early', outcome: 'hang', polls: 4, lines: 8 });
+    h = buildHarness(t.db.sql, t.sandbox, { projectId: 'proj-wh-early', awaitWebhook: true, wrap });
+    const rows = await signalRows();
+    const job = await h.enqueueBuild({ serviceId: 'svc-wh-early', branch: 'main', commitSha: SHA });
+    await h.tick(); // submit
+    expect(early!.body).toMatchObject({ outcome: 'unknown_build' });
+    // no event kept (the channel row the submit's own wait made aside)
+    expect((await signalRows())!.events).toBe(rows!.events);
+    await h.tick(2000); // the first poll finds it ended
+    await h.tick(1);
+    expect((await getJob(t.db.sql, job.id))!.job.status).toBe('done');
+  });
+
   it('refuses forged, tampered, old and future signatures and writes nothing', async () => {
     const { h, jobId, depotBuildId } = await started({ projectId: 'proj-wh-forged', serviceId: 'svc-wh-forged' });
     const delivery = await finishAtDepot(h, depotBuildId);
