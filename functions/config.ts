@@ -56,6 +56,8 @@ export interface OptionalVars {
   KUBERNETES_VERSION_URL?: string;
   /** Between polls of a resource being created (default 15 s for databases, 10 s for droplets). */
   PROVISION_POLL_INTERVAL_MS?: string;
+  /** Between build polls while Depot's webhook is awaited (DEPOT_WEBHOOK_SECRET set); default BUILD_POLL_INTERVAL_MS. */
+  BUILD_WEBHOOK_POLL_INTERVAL_MS?: string;
   /** The Stripe API's address (the sandbox's under `npm start`; default Stripe's own). */
   STRIPE_API_HOST?: string;
   STRIPE_API_PORT?: string;
@@ -126,6 +128,8 @@ const platformSchema = z.object({
   DEPOT_PROJECT_ID: optionalText,
   DEPOT_API_URL: optionalText,
   BUILD_POLL_INTERVAL_MS: optionalText,
+  DEPOT_WEBHOOK_SECRET: optionalText,
+  BUILD_WEBHOOK_POLL_INTERVAL_MS: optionalText,
   DIGITALOCEAN_TOKEN: optionalText,
   DIGITALOCEAN_API_URL: optionalText,
   DIGITALOCEAN_VPC_UUID: optionalText,

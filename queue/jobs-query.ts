@@ -1,4 +1,4 @@
-import { activeJobIdByPayload, idsByPayloadField, idsInStatus, jobsWithSubmitKeys, statusCountsBySubmitKeys, typeOfJob, zeroStatusCounts } from './driver/jobs.ts';
+import { activeJobIdByCheckpoint, activeJobIdByPayload, idsByPayloadField, idsInStatus, jobsWithSubmitKeys, statusCountsBySubmitKeys, typeOfJob, zeroStatusCounts } from './driver/jobs.ts';
 import type { Queryable } from './db.ts';
 import { isJobId, type JobStatus, type JsonObject } from './job.ts';
 
@@ -12,6 +12,15 @@ import { isJobId, type JobStatus, type JsonObject } from './job.ts';
 /** The id of one queued or running job of `type` whose payload contains `match` (jsonb @>), or null. */
 export async function findActiveJobId(sql: Queryable, type: string, match: JsonObject): Promise<string | null> {
   return activeJobIdByPayload(sql, type, match);
+}
+
+/**
+ * The id of one queued or running job of `type` whose checkpoint contains `match` (jsonb @>), or
+ * null: how a provider's callback that knows only the provider's id for the work (a Depot build
+ * id) finds the job that checkpointed it. Scans the type's live jobs (no index on checkpoints).
+ */
+export async function findActiveJobIdByCheckpoint(sql: Queryable, type: string, match: JsonObject): Promise<string | null> {
+  return activeJobIdByCheckpoint(sql, type, match);
 }
 
 /** The type of the job with this id, or null when there is no such job (or `id` is not a job id). */

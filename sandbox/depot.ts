@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { createDepotWebhooks, type DepotWebhookDelivery, type FinishedStatus } from './depot-webhooks.ts';
 import { parseBody, type SandboxProvider, type SandboxRequest, type SandboxResponse } from './server.ts';
 
 /**
@@ -20,6 +21,18 @@ import { parseBody, type SandboxProvider, type SandboxRequest, type SandboxRespo
  *                the script of later builds that match (most specific, then latest, wins)
  *   POST faults  {method, status, code?, message?, times?}  the next `times` calls of a method fail
  *   GET  builds  every build with its state;  GET builds/<id>/log  the build's whole log as text
+ *   POST builds/<id>/finish  {outcome?: succeed | fail, error?, timestamp?}  end a running build now
+ *                and answer the webhook delivery it made
+ *   POST webhook {url, secret}  where build-finished webhooks go (see below); {url: null} stops them
+ *   GET  webhooks  every delivery made, as sent, with the answer
+ *   POST webhooks/<id>/redeliver {timestamp?}  send a delivery again (Depot-style at-least-once)
+ *
+ * Build-finished webhook (Depot documents none; the format is this project's, see
+ * functions/platform/build/depot-webhook.ts): when a build ends — its last poll, `finishAfterMs`
+ * after it was created, the finish control, or FinishBuild — the sandbox POSTs
+ * `{id, type: "build.finished", created, data: {projectId, buildId, status}}` with a
+ * `Depot-Signature` header to the configured URL and records the delivery (also when no URL is
+ * set: then it is recorded, not sent, and a test can relay it).
  */
 
 export interface BuildScript {
@@ -36,6 +49,11 @@ export interface BuildScript {
   steps?: number;
   /** The failing step's error (outcome `fail`). */
   error?: string;
+  /**
+   * The build ends this long after it was created, however often it is polled (the `polls` count
+   * is then ignored): a build that finishes on its own, as a real one does, and sends its webhook.
+   */
+  finishAfterMs?: number;
   /** GetBuildStepLogs pages hold at most this many lines (exercises paging). */
   logPageSize?: number;
   /**
@@ -68,8 +86,10 @@ interface SandboxBuild {
   authorization: string | null;
   /** GetBuild answers so far. */
   polls: number;
-  /** Set by FinishBuild. */
-  finished: { status: 'STATUS_SUCCESS' | 'STATUS_CANCELED'; reason?: string } | null;
+  /** Set by FinishBuild, the finish control or `finishAfterMs`. */
+  finished: { status: FinishedStatus; reason?: string } | null;
+  /** The build-finished webhook was made (once per build; redeliveries aside). */
+  notified: boolean;
 }
 
 interface Step {
@@ -97,7 +117,7 @@ function scriptFrom(input: unknown): BuildScript | string {
   const s = input as Partial<BuildScript> | null;
   if (!s || typeof s !== 'object') return 'body must be a JSON object';
   if (!['succeed', 'fail', 'hang'].includes(s.outcome as string)) return 'outcome must be succeed, fail or hang';
-  const counts = ['polls', 'lines', 'linesPerPoll', 'steps', 'logPageSize'] as const;
+  const counts = ['polls', 'lines', 'linesPerPoll', 'steps', 'logPageSize', 'finishAfterMs'] as const;
   for (const k of counts) {
     const v = s[k];
     if (v === undefined && k !== 'polls' && k !== 'lines') continue;
@@ -114,6 +134,7 @@ function scriptFrom(input: unknown): BuildScript | string {
     ...(s.steps ? { steps: s.steps } : {}),
     ...(s.error ? { error: String(s.error) } : {}),
     ...(s.logPageSize ? { logPageSize: s.logPageSize } : {}),
+    ...(s.finishAfterMs !== undefined ? { finishAfterMs: s.finishAfterMs } : {}),
     ...(s.echoAuthorization === true ? { echoAuthorization: true } : {}),
   };
 }
@@ -138,7 +159,7 @@ export function logLineText(build: Pick<SandboxBuild, 'serviceId' | 'commitSha' 
 
 function statusOf(build: SandboxBuild): Status {
   if (build.finished) return build.finished.status;
-  if (build.script.outcome === 'hang' || build.polls <= build.script.polls) return 'STATUS_RUNNING';
+  if (build.script.outcome === 'hang' || build.script.finishAfterMs !== undefined || build.polls <= build.script.polls) return 'STATUS_RUNNING';
   return build.script.outcome === 'succeed' ? 'STATUS_SUCCESS' : 'STATUS_FAILED';
 }
 
@@ -178,11 +199,26 @@ function stepView(build: SandboxBuild, step: Step, index: number, steps: Step[])
   };
 }
 
-export function createDepotSandbox(): SandboxProvider & { builds(): SandboxBuild[] } {
+export function createDepotSandbox(): SandboxProvider & { builds(): SandboxBuild[]; webhooks(): DepotWebhookDelivery[] } {
   let scripts: BuildScript[] = [];
   let faults: Fault[] = [];
   let builds: SandboxBuild[] = [];
   let counter = 0;
+  const webhooks = createDepotWebhooks();
+  let timers: NodeJS.Timeout[] = [];
+
+  /** Once a build has ended (however it did), its webhook goes out, once. */
+  function notifyIfFinished(build: SandboxBuild, timestampSeconds?: number): Promise<DepotWebhookDelivery> | null {
+    const status = statusOf(build);
+    if (status === 'STATUS_RUNNING' || build.notified) return null;
+    build.notified = true;
+    return webhooks.finished(build, status, timestampSeconds);
+  }
+
+  function finishNow(build: SandboxBuild, outcome: 'succeed' | 'fail', error?: string): void {
+    if (outcome === 'fail' && error) build.script = { ...build.script, error };
+    build.finished = { status: outcome === 'succeed' ? 'STATUS_SUCCESS' : 'STATUS_FAILED' };
+  }
 
   const scriptFor = (serviceId: string | null, commitSha: string | null): BuildScript => {
     const score = (s: BuildScript) => {
@@ -231,14 +267,27 @@ export function createDepotSandbox(): SandboxProvider & { builds(): SandboxBuild
         authorization: req.headers.authorization ?? null,
         polls: 0,
         finished: null,
+        notified: false,
       };
       builds.push(build);
+      const after = build.script.finishAfterMs;
+      if (after !== undefined && build.script.outcome !== 'hang') {
+        const timer = setTimeout(() => {
+          if (statusOf(build) !== 'STATUS_RUNNING') return;
+          finishNow(build, build.script.outcome === 'succeed' ? 'succeed' : 'fail');
+          void notifyIfFinished(build);
+        }, after);
+        timer.unref();
+        timers.push(timer);
+      }
       return { status: 200, body: { buildId: build.buildId, buildToken: `sbx-build-token-${build.buildId}` } };
     },
     GetBuild(body) {
       const build = find(body);
       if (!build) return connectError(404, 'not_found', 'build not found');
       build.polls++;
+      // the poll that ends a build is answered at once; its webhook goes out beside it
+      void notifyIfFinished(build);
       return { status: 200, body: { build: buildView(build) } };
     },
     ListBuilds(body) {
@@ -277,13 +326,43 @@ export function createDepotSandbox(): SandboxProvider & { builds(): SandboxBuild
       build.finished = error && typeof error === 'object'
         ? { status: 'STATUS_CANCELED', reason: typeof error.error === 'string' ? error.error : 'finished with an error' }
         : { status: 'STATUS_SUCCESS' };
+      void notifyIfFinished(build);
       return { status: 200, body: {} };
     },
   };
 
+  /** The webhook controls: where deliveries go, the deliveries made, finishing a build now, redelivering. */
+  function webhookControl(path: string, req: SandboxRequest): Promise<SandboxResponse> | SandboxResponse | null {
+    const body = (parseBody(req) ?? {}) as Record<string, unknown>;
+    const timestamp = Number.isInteger(body.timestamp) ? (body.timestamp as number) : undefined;
+    if (path === '/webhook' && req.method === 'POST') {
+      if (body.url !== null && typeof body.url !== 'string') return { status: 400, body: { error: 'url must be a URL or null' } };
+      if (body.secret !== undefined && (typeof body.secret !== 'string' || body.secret === '')) return { status: 400, body: { error: 'secret must be a non-empty string' } };
+      const target = webhooks.configure({ url: body.url as string | null, secret: body.secret as string | undefined });
+      return { status: 200, body: { url: target.url } };
+    }
+    if (path === '/webhooks' && req.method === 'GET') return { status: 200, body: { deliveries: webhooks.deliveries() } };
+    const finish = /^\/builds\/([^/]+)\/finish$/.exec(path);
+    if (finish && req.method === 'POST') {
+      const build = builds.find((b) => b.buildId === finish[1]);
+      if (!build) return { status: 404, body: { error: `no build ${finish[1]}` } };
+      if (statusOf(build) !== 'STATUS_RUNNING') return { status: 409, body: { error: `build ${build.buildId} has already ended` } };
+      finishNow(build, body.outcome === 'fail' ? 'fail' : 'succeed', typeof body.error === 'string' ? body.error : undefined);
+      return notifyIfFinished(build, timestamp)!.then((delivery) => ({ status: 200, body: { delivery } }));
+    }
+    const again = /^\/webhooks\/([^/]+)\/redeliver$/.exec(path);
+    if (again && req.method === 'POST') {
+      return webhooks.redeliver(again[1]!, timestamp).then((delivery) =>
+        delivery ? { status: 200, body: { delivery } } : { status: 404, body: { error: `no delivery ${again[1]}` } },
+      );
+    }
+    return null;
+  }
+
   return {
     name: 'depot',
     builds: () => builds,
+    webhooks: () => webhooks.deliveries(),
 
     handle(req) {
       const service = req.path.startsWith(PREFIX_BUILD) ? 'build' : req.path.startsWith(PREFIX_CORE) ? 'core' : null;
@@ -329,6 +408,8 @@ export function createDepotSandbox(): SandboxProvider & { builds(): SandboxBuild
           },
         };
       }
+      const answer = webhookControl(path, req);
+      if (answer) return answer;
       const log = /^\/builds\/([^/]+)\/log$/.exec(path);
       if (log && req.method === 'GET') {
         const build = builds.find((b) => b.buildId === log[1]);
@@ -342,6 +423,9 @@ export function createDepotSandbox(): SandboxProvider & { builds(): SandboxBuild
       faults = [];
       builds = [];
       counter = 0;
+      for (const timer of timers) clearTimeout(timer);
+      timers = [];
+      webhooks.reset();
     },
   };
 }

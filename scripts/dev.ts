@@ -9,6 +9,7 @@ import { storeTalosMachineConfigs } from '../functions/platform/provisioning/tal
 import { parseKeyRing } from '../functions/lib/secrets.ts';
 import { createStripeClient } from '../functions/platform/billing/adapters/stripe-billing.ts';
 import { migrate } from '../queue/migrate.ts';
+import { SANDBOX_DEPOT_WEBHOOK_SECRET } from '../sandbox/depot-webhooks.ts';
 import { allProviders } from '../sandbox/providers.ts';
 import { SANDBOX_SPACES_KEYS, SANDBOX_SPACES_PATH, SANDBOX_SPACES_REGION } from '../sandbox/spaces-keys.ts';
 import { startSandbox } from '../sandbox/server.ts';
@@ -173,6 +174,12 @@ try {
   });
   const workerUrl = `http://127.0.0.1:${port}`;
   await waitForHealth(workerUrl);
+  // the sandbox Depot's build-finished webhooks go to this Worker, signed with the secret it was given
+  await fetch(`${sandbox.url}/_sandbox/depot/webhook`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ url: `${workerUrl}/webhooks/depot`, secret: SANDBOX_DEPOT_WEBHOOK_SECRET }),
+  });
 
   // 4. The cron driver: fire each wrangler.toml cron at its minute, like Cron Triggers do.
   const crons = readCrons();
@@ -253,6 +260,7 @@ function sandboxVars(url: string): Record<string, string> {
     DEPOT_API_URL: url,
     DEPOT_TOKEN: 'sandbox-depot-token',
     DEPOT_PROJECT_ID: 'starbase-dev',
+    DEPOT_WEBHOOK_SECRET: SANDBOX_DEPOT_WEBHOOK_SECRET,
     DIGITALOCEAN_API_URL: url,
     DIGITALOCEAN_TOKEN: 'sandbox-do-token',
     STRIPE_SECRET_KEY: 'sk_test_sandbox',

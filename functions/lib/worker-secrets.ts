@@ -15,6 +15,10 @@ export const WORKER_SECRETS = [
   { name: 'METRICS_TOKEN', purpose: 'optional narrower token: `GET /metrics`' },
   { name: 'ALERT_WEBHOOK_URL', purpose: 'optional: the Slack-compatible webhook alerts are posted to (without it, alerts are log lines)' },
   { name: 'DEPOT_TOKEN', purpose: 'Depot API token for builds (with the var `DEPOT_PROJECT_ID`)' },
+  {
+    name: 'DEPOT_WEBHOOK_SECRET',
+    purpose: "optional: verifies the signature of Depot's build-finished webhooks (`POST /webhooks/depot`); without it builds finish by polling",
+  },
   { name: 'DIGITALOCEAN_TOKEN', purpose: 'DigitalOcean API token (read + write) for provisioning and the cleanup inventory' },
   {
     name: 'ENCRYPTION_KEYS',

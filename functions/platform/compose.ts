@@ -105,6 +105,9 @@ async function platformJobTypes(bindings: PlatformBindings, p: PlatformConfig, s
       logRelay: new DurableObjectLogRelay(bindings.BUILD_LOG_RELAY),
       logArchive: logArchiveOf(bindings, p.logStore),
       pollIntervalMs,
+      // with a webhook secret set, Depot's build-finished webhook can end the wait between polls
+      awaitWebhook: p.DEPOT_WEBHOOK_SECRET !== undefined,
+      webhookPollIntervalMs: p.BUILD_WEBHOOK_POLL_INTERVAL_MS ? Number(p.BUILD_WEBHOOK_POLL_INTERVAL_MS) : pollIntervalMs,
       scrub,
     }), onBuild),
     ...(await provisioningJobTypes(p, onBuild)),

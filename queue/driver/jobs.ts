@@ -122,9 +122,17 @@ function ids(rows: readonly unknown[]): string[] {
 
 /** One queued or running job of `type` whose payload contains `match` (jsonb @>). */
 export async function activeJobIdByPayload(sql: Queryable, type: string, match: JsonObject): Promise<string | null> {
+  return activeJobIdContaining(sql, type, 'payload', match);
+}
+
+export async function activeJobIdByCheckpoint(sql: Queryable, type: string, match: JsonObject): Promise<string | null> {
+  return activeJobIdContaining(sql, type, 'checkpoint', match);
+}
+
+async function activeJobIdContaining(sql: Queryable, type: string, column: 'payload' | 'checkpoint', match: JsonObject): Promise<string | null> {
   const rows = await sql`
     select id from worker.jobs
-     where type = ${type} and status in ('queued', 'running') and payload @> ${sql.json(match)}::jsonb
+     where type = ${type} and status in ('queued', 'running') and ${sql(column)} @> ${sql.json(match)}::jsonb
      limit 1`;
   return ids(rows)[0] ?? null;
 }

@@ -30,6 +30,7 @@ const RUN = [
   "docs/platform-jobs.md: S=$(grep -o '\"sandboxUrl\": \"[^\"]*\"' .data/dev-stack.json | cut -d'\"' -f4) curl -s -X POST $S/_sandbox/depot/script -H 'content-type: applica",
   "docs/platform-jobs.md: B=$(curl -s -X POST $W/v1/pushes -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"accountId\":\"acct-demo\",\"serviceId\":",
   "docs/platform-jobs.md: curl -s $W/v1/builds/$B/logs -H \"authorization: Bearer $T\" | head -n 2",
+  "docs/platform-jobs.md: curl -s \"$S/_sandbox/depot/webhooks\" | grep -o '\"answer\":{\"status\":[0-9]*}' | sort | uniq -c",
   "docs/platform-jobs.md: curl -s -X POST $W/v1/databases -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"accountId\":\"acct-demo\",\"serviceId\":\"",
   "docs/platform-jobs.md: C=$(curl -s -X POST $W/v1/clusters -H \"authorization: Bearer $T\" -H 'content-type: application/json' -d '{\"accountId\":\"acct-demo\",\"name\":\"pr",
   "docs/platform-jobs.md: curl -s $W/v1/jobs/$C -H \"authorization: Bearer $T\" | grep -o 'talosctl bootstrap[^\"]*'",

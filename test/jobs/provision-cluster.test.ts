@@ -211,7 +211,7 @@ describe('provision_cluster', () => {
     }
   });
 
-  it('honours 429 and 5xx on droplet creation as delayed steps, without a duplicate droplet', async () => {
+  it('honours 429 (pausing the DigitalOcean key) and 5xx (a delayed step) on droplet creation, without a duplicate droplet', async () => {
     await t.control.fault(
       { method: 'POST', path: '/v2/droplets', status: 429, count: 1, retryAfter: 30 },
       { method: 'POST', path: '/v2/droplets', status: 502, count: 1, afterEffect: true },
@@ -222,13 +222,14 @@ describe('provision_cluster', () => {
     const limited = (await getJob(t.db.sql, clusterId))!.job;
     expect(limited).toMatchObject({ status: 'queued', step: 'start', attempts: 0 });
     expect(limited.runAt.getTime() - before.getTime()).toBe(30_000);
-    expect(limited.checkpoint.providerRetry).toMatchObject({ count: 1, status: 429 });
+    expect(limited.checkpoint.providerRetry).toBeUndefined(); // the key is paused instead
+    expect((await getJob(t.db.sql, clusterId))!.events.find((e) => e.kind === 'lease_released')?.detail).toMatchObject({ rateKey: 'provider:digitalocean' });
     expect(await dropletsOf(clusterId)).toHaveLength(0);
 
     t.clock.advance(30_000);
     await tickUntil(runner(), t.clock, clusterId, () => true, { maxTicks: 1 });
     const afterBadGateway = (await getJob(t.db.sql, clusterId))!.job;
-    expect(afterBadGateway.checkpoint.providerRetry).toMatchObject({ count: 2, status: 502 });
+    expect(afterBadGateway.checkpoint.providerRetry).toMatchObject({ count: 1, status: 502 });
     expect(await dropletsOf(clusterId)).toHaveLength(1); // created, though the answer was a 502
 
     await tickUntil(runner(), t.clock, clusterId, isParked);

@@ -7,6 +7,9 @@ import {
   claimJobs, enqueue, JobRegistry, runSteps, type Job, type JobType, type RunCounts, type Runner, type StepContext, type StepResult,
 } from '../../queue/index.ts';
 import type { Sql } from '../../queue/db.ts';
+import { beforeAll } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './db.ts';
+import { createTestSandbox } from './sandbox.ts';
 import { seedService, TEST_ACCOUNT } from './tenancy.ts';
 import type { RecordedCall, SandboxHandle } from '../../sandbox/server.ts';
 
@@ -88,6 +91,9 @@ export interface BuildHarnessOptions {
   /** A Depot project per test keeps the sandbox's recorded calls and ListBuilds apart. */
   projectId: string;
   pollIntervalMs?: number;
+  /** Wait for Depot's webhook between polls (as DEPOT_WEBHOOK_SECRET turns on), polling every `webhookPollIntervalMs`. */
+  awaitWebhook?: boolean;
+  webhookPollIntervalMs?: number;
   buildTimeoutMs?: number;
   maxLinesPerRead?: number;
   /** Wrap the adapter (e.g. to crash right after a provider call). */
@@ -126,6 +132,8 @@ export function buildHarness(sql: Sql, sandbox: SandboxHandle, options: BuildHar
     logRelay: relay,
     logArchive: archive,
     pollIntervalMs: options.pollIntervalMs ?? 2000,
+    awaitWebhook: options.awaitWebhook,
+    webhookPollIntervalMs: options.webhookPollIntervalMs,
     buildTimeoutMs: options.buildTimeoutMs,
   });
   const registry = new JobRegistry([type]);
@@ -183,4 +191,14 @@ export async function sandboxLog(sandbox: SandboxHandle, depotBuildId: string): 
 export function depotCalls(sandbox: SandboxHandle, method: string, body: Record<string, unknown> = {}): RecordedCall[] {
   return sandbox.calls('depot').filter((c) => c.path.endsWith(`/${method}`)
     && Object.entries(body).every(([k, v]) => (c.body as Record<string, unknown> | null)?.[k] === v));
+}
+
+/** A build test file's database and sandbox, made before its tests run. */
+export function buildTestContext(): { db: TestDatabase; sandbox: SandboxHandle } {
+  const context = {} as { db: TestDatabase; sandbox: SandboxHandle };
+  beforeAll(async () => {
+    context.db = await createTestDatabase();
+    context.sandbox = await createTestSandbox();
+  });
+  return context;
 }

@@ -31,8 +31,8 @@ const ROUTES = createApp()
   .map((r) => ({ method: r.method, path: r.path }))
   .filter((r, i, all) => all.findIndex((o) => o.method === r.method && o.path === r.path) === i);
 
-/** Stripe webhooks are not configured in the test env: that route answers 503 not_configured by design. */
-const CONFIGURED_5XX = new Set(['POST /webhooks/stripe']);
+/** Stripe and Depot webhooks are not configured in the test env: those routes answer 503 not_configured by design. */
+const CONFIGURED_5XX = new Set(['POST /webhooks/stripe', 'POST /webhooks/depot']);
 
 async function counts() {
   const [row] = await h.sql`select (select count(*)::int from worker.jobs) as jobs, (select count(*)::int from worker.job_history) as events`;

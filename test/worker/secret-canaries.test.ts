@@ -21,6 +21,7 @@ const CANARIES: Record<SecretName, string> = {
   METRICS_TOKEN: `canary-metrics-${tail()}${tail()}`,
   ALERT_WEBHOOK_URL: `https://alerts.canary.test/hooks/${tail()}`,
   DEPOT_TOKEN: `canary-depot-${tail()}`,
+  DEPOT_WEBHOOK_SECRET: `depot-whsec-canary${tail()}`,
   DIGITALOCEAN_TOKEN: `dop_v1_canary${tail()}`,
   ENCRYPTION_KEYS: `canarykid:${ringKey}`,
   STRIPE_SECRET_KEY: `sk_test_canary${tail()}`,

@@ -38,6 +38,7 @@ const NO_BEARER: Record<string, string> = {
   'GET /healthz': 'nothing: liveness',
   'GET /openapi.json': 'nothing: the public contract (no secret in it)',
   'POST /webhooks/stripe': 'the Stripe-Signature header',
+  'POST /webhooks/depot': 'the Depot-Signature header (DEPOT_WEBHOOK_SECRET)',
   'GET /dashboard/login': 'nothing: the login form',
   'POST /dashboard/login': 'the admin token in the form, from our origin',
   'GET /dashboard/assets/live-log.js': "nothing: the build page's script, which holds no data",

@@ -86,6 +86,7 @@ const NOT_ACCOUNT_BOUND: Record<string, string> = {
   'POST /v1/jobs/bulk/cancel': 'admin: acts on the jobs a filter of type, status and time takes, not on an account',
   'POST /v1/clusters/:id/bootstrapped': 'admin: resumes a job whose account was checked when it was enqueued and in its first step',
   'POST /webhooks/stripe': 'Stripe names the account in a signed event',
+  'POST /webhooks/depot': 'a signed event names a Depot build; it only wakes the live build job that checkpointed it',
   'POST /v1/events': 'admin: an event for the jobs waiting on a (name, key), whichever account they belong to',
   'POST /v1/pauses': 'admin: pauses a job type or a pool, for every account',
   'POST /v1/pauses/resume': 'admin: resumes a job type or a pool, for every account',

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { PermanentError } from '../../../queue/errors.ts';
 import type { JsonObject } from '../../../queue/job.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
-import { defineJobType, done, next, type JobType, type StepContext, type StepResult } from '../../../queue/registry.ts';
+import { defineJobType, done, next, waitFor, type JobType, type StepContext, type StepResult } from '../../../queue/registry.ts';
 import { buildRequestKey, type BuildRequest, type BuildService, type LogCursor } from './ports/build-service.ts';
 import type { LogArchive } from './ports/log-archive.ts';
 import type { BuildOutcome, LogRelay } from './ports/log-relay.ts';
@@ -14,8 +14,14 @@ import { assertOwnership, OwnershipError } from '../../lib/tenancy.ts';
  *
  *   start (= submit) → poll … poll → finish
  *
+ * With Depot's webhook on (`awaitWebhook`), the time between polls is a wait for the event
+ * `depot_build_finished` keyed by the Depot build id, timing out after the poll interval: the
+ * webhook (POST /webhooks/depot) wakes the job at once, and without one it polls as before. The
+ * poll it wakes reads the status and the rest of the log from Depot like any poll.
+ *
  * Checkpoint: `depot_build_id` and `request_key` (from submit), `log_cursor` (how far the log was
- * archived and relayed), `image_ref` and `built_at` (when the build succeeded).
+ * archived and relayed), `webhook_wakes` (polls a webhook started), `image_ref` and `built_at`
+ * (when the build succeeded), `build_failure` (when it failed or was cancelled at Depot).
  */
 
 export const buildPayload = z.object({
@@ -33,6 +39,17 @@ export interface BuildJobDeps {
   logArchive: LogArchive;
   /** Between polls of a running build; default 2 s (viewers see lines within one interval). */
   pollIntervalMs?: number;
+  /**
+   * Depot's build-finished webhook is set up (DEPOT_WEBHOOK_SECRET): between polls the job waits
+   * for it instead of sleeping. Off: plain delayed polls (no wait rows, no timed-out waits).
+   */
+  awaitWebhook?: boolean;
+  /**
+   * Between polls while waiting for the webhook; default `pollIntervalMs`. The webhook ends the
+   * wait when the build finishes, so polls are then only for the live log (and the fallback): a
+   * longer interval makes fewer polls, and live viewers see lines up to that much later.
+   */
+  webhookPollIntervalMs?: number;
   /** A build still running this long after submit is cancelled and the job fails; default 1 h. */
   buildTimeoutMs?: number;
   /**
@@ -46,6 +63,8 @@ export const BUILD_JOB_TYPE = 'build';
 /** Kept equal to the row migrations/0010_build.sql inserts (the registry sync would rewrite it otherwise). */
 export const BUILD_LEASE_MS = 120_000;
 export const BUILD_MAX_ATTEMPTS = 8;
+/** The event POST /webhooks/depot sends a build job, keyed by the Depot build id. */
+export const DEPOT_BUILD_FINISHED = 'depot_build_finished';
 
 type Ctx = StepContext<BuildPayload>;
 
@@ -77,10 +96,36 @@ const pollCheckpoint = z.looseObject({
   log_cursor: z.object({ lastSeq: z.number(), position: z.string() }).nullish(),
   relay_failures: z.number().int().min(0).optional(),
   submitted_at: z.string().optional(),
+  webhook_wakes: z.number().int().min(0).optional(),
 });
 
-/** What `finish` needs: the image the last poll saw built. */
-const finishCheckpoint = z.looseObject({ image_ref: z.string(), built_at: z.string(), depot_build_id: z.string() });
+/** What `finish` needs: the image the last poll saw built, or how the build failed. */
+const finishCheckpoint = z.looseObject({
+  depot_build_id: z.string(),
+  image_ref: z.string().optional(),
+  built_at: z.string().optional(),
+  build_failure: z.object({ outcome: z.enum(['failed', 'cancelled']), error: z.string() }).optional(),
+});
+
+/**
+ * Until the next poll: with the webhook on, a wait for it that times out at the poll interval
+ * (an event sent while no wait was open is kept for this one and ends it at once).
+ */
+function untilNextPoll(deps: Settled, buildId: string, checkpoint: JsonObject): StepResult {
+  if (!deps.awaitWebhook || deps.webhookPollIntervalMs < 1) return next('poll', { checkpoint, delayMs: deps.pollIntervalMs });
+  return waitFor(DEPOT_BUILD_FINISHED, { key: buildId, timeoutMs: deps.webhookPollIntervalMs, step: 'poll', checkpoint });
+}
+
+/**
+ * The build ended: on to `finish`, through a wait of 1 ms when the webhook is on. A webhook that
+ * came while this poll ran was kept for the job; the wait takes it now, so a build's end leaves
+ * no kept event behind (only one arriving during the finish step itself can be left, for the
+ * signal rows' pruning).
+ */
+function toFinish(deps: Settled, buildId: string, checkpoint: JsonObject): StepResult {
+  if (!deps.awaitWebhook) return next('finish', { checkpoint, delayMs: 0 });
+  return waitFor(DEPOT_BUILD_FINISHED, { key: buildId, timeoutMs: 1, step: 'finish', checkpoint });
+}
 
 /**
  * The provider may have accepted a build whose id never reached the checkpoint (the step died
@@ -93,10 +138,7 @@ async function submit(deps: Settled, ctx: Ctx): Promise<StepResult> {
   const request = requestOf(ctx);
   const found = await deps.buildService.findByRequestKey(request, { signal: ctx.signal });
   const { buildId } = found ?? (await deps.buildService.submit(request, { signal: ctx.signal }));
-  return next('poll', {
-    checkpoint: { depot_build_id: buildId, request_key: request.requestKey, submitted_at: ctx.now().toISOString(), adopted: found !== null },
-    delayMs: deps.pollIntervalMs,
-  });
+  return untilNextPoll(deps, buildId, { depot_build_id: buildId, request_key: request.requestKey, submitted_at: ctx.now().toISOString(), adopted: found !== null });
 }
 
 /**
@@ -113,6 +155,7 @@ async function poll(deps: Settled, ctx: Ctx): Promise<StepResult> {
   const status = await deps.buildService.status(buildId, { signal: ctx.signal });
   const page = await deps.buildService.readLogs(buildId, cp.log_cursor ?? null, { final: status.state !== 'running', signal: ctx.signal });
   const checkpoint: JsonObject = { log_cursor: { lastSeq: page.cursor.lastSeq, position: page.cursor.position } };
+  if (ctx.event?.outcome === 'signalled') checkpoint.webhook_wakes = (cp.webhook_wakes ?? 0) + 1;
   if (page.lines.length > 0) {
     const lines = page.lines.map((line) => ({ ...line, text: deps.scrub(line.text) }));
     await deps.logArchive.append(ctx.job.id, lines);
@@ -130,16 +173,14 @@ async function poll(deps: Settled, ctx: Ctx): Promise<StepResult> {
         await deps.buildService.cancel(buildId, `build job ${ctx.job.id} timed out after ${deps.buildTimeoutMs} ms`, { signal: ctx.signal });
         throw new PermanentError(`build ${buildId} was still running ${deps.buildTimeoutMs} ms after submit; cancelled it`);
       }
-      return next('poll', { checkpoint, delayMs: deps.pollIntervalMs });
+      return untilNextPoll(deps, buildId, checkpoint);
     }
     case 'succeeded':
-      return next('finish', { checkpoint: { ...checkpoint, image_ref: status.imageRef, built_at: ctx.now().toISOString() }, delayMs: 0 });
+      return toFinish(deps, buildId, { ...checkpoint, image_ref: status.imageRef, built_at: ctx.now().toISOString() });
     case 'failed':
-      await endRelay(deps, ctx, 'failed');
-      throw new PermanentError(`build ${buildId} failed: ${status.error}`);
+      return toFinish(deps, buildId, { ...checkpoint, build_failure: { outcome: 'failed', error: `build ${buildId} failed: ${status.error}` } });
     case 'cancelled':
-      await endRelay(deps, ctx, 'cancelled');
-      throw new PermanentError(`build ${buildId} was cancelled at the build service`);
+      return toFinish(deps, buildId, { ...checkpoint, build_failure: { outcome: 'cancelled', error: `build ${buildId} was cancelled at the build service` } });
   }
 }
 
@@ -151,7 +192,14 @@ async function poll(deps: Settled, ctx: Ctx): Promise<StepResult> {
  * runs in another transaction than the check.
  */
 async function finish(deps: Settled, ctx: Ctx): Promise<StepResult> {
-  const { image_ref: ref, built_at: builtAt, depot_build_id: depotBuildId } = parseCheckpoint(BUILD_JOB_TYPE, finishCheckpoint, ctx.checkpoint);
+  const cp = parseCheckpoint(BUILD_JOB_TYPE, finishCheckpoint, ctx.checkpoint);
+  if (cp.build_failure) {
+    // A failed build fails the job with the build's error and changes no desired state.
+    await endRelay(deps, ctx, cp.build_failure.outcome);
+    throw new PermanentError(cp.build_failure.error);
+  }
+  const { image_ref: ref, built_at: builtAt, depot_build_id: depotBuildId } = cp;
+  if (!ref || !builtAt) throw new PermanentError('finish step without an image_ref in the checkpoint');
   const image = { ref, commitSha: ctx.payload.commitSha, branch: ctx.payload.branch, buildId: ctx.job.id, depotBuildId, builtAt };
   await assertPusherOwns(ctx);
   await endRelay(deps, ctx, 'succeeded');
@@ -183,6 +231,8 @@ function settle(deps: BuildJobDeps) {
   return {
     ...deps,
     pollIntervalMs: deps.pollIntervalMs ?? 2000,
+    awaitWebhook: deps.awaitWebhook ?? false,
+    webhookPollIntervalMs: deps.webhookPollIntervalMs ?? deps.pollIntervalMs ?? 2000,
     buildTimeoutMs: deps.buildTimeoutMs ?? 60 * 60_000,
     scrub: deps.scrub ?? ((text: string) => text),
   };

@@ -11,6 +11,17 @@ import { PROVISION_CONCURRENCY, provisioningConcurrencyKey } from './resources.t
 export const provisioningConcurrency = { key: provisioningConcurrencyKey('{accountId}'), limit: PROVISION_CONCURRENCY };
 
 /**
+ * Every job type that calls DigitalOcean shares this rate key, so one 429 pauses them all until
+ * DigitalOcean's reset. DigitalOcean allows 5,000 requests an hour and 250 a minute per token;
+ * the engine counts step starts, not requests, and a step makes 1 or 2 requests as a rule (a
+ * poll: 1; a create: a list by tag, then the create; a delete: a list, then one per resource),
+ * up to 1 + nodes for a cluster's create. 40 starts a minute is at most 2,400 starts an hour:
+ * at 2 requests each, 4,800 requests an hour (under 5,000) and 80 a minute (under 250), leaving
+ * the per-minute headroom for the occasional large step. Past it, DigitalOcean's 429 pauses the key.
+ */
+export const DIGITALOCEAN_RATE_LIMIT = { key: 'provider:digitalocean', limit: 40, per: '1m' } as const;
+
+/**
  * The operations manual's SLA for infra jobs, "4h with no PR → P1 alert": a database or a cluster
  * not provisioned within 4 h of its request opens a critical deadline_missed alert.
  */
@@ -30,7 +41,8 @@ export interface ProvisioningJobDefinition<P, D> {
 }
 
 /**
- * The shape both provisioning jobs share: provider errors become delayed steps (withProviderRetry),
+ * The shape both provisioning jobs share: DigitalOcean's rate key, provider errors become delayed
+ * steps or pause the key (withProviderRetry),
  * a longer lease (provider calls are slow), and compensation on cancel and on failure.
  */
 export function defineProvisioningJobType<P, D>(definition: ProvisioningJobDefinition<P, D>): JobType<P> {
@@ -39,6 +51,7 @@ export function defineProvisioningJobType<P, D>(definition: ProvisioningJobDefin
     type: definition.type,
     enqueueVia: definition.enqueueVia,
     concurrency: provisioningConcurrency,
+    rateLimit: DIGITALOCEAN_RATE_LIMIT,
     ...INFRA_DEADLINE,
     payload: definition.payload,
     leaseMs: 300_000,

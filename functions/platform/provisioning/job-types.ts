@@ -26,7 +26,7 @@ import { FetchKubernetesProbe } from './adapters/kubernetes-probe.ts';
 import { parseKeyRing } from '../../lib/secrets.ts';
 import { provisionClusterJobType, provisionClusterRequest, PROVISION_CLUSTER, PROVISION_CLUSTER_ROUTE } from './provision-cluster.ts';
 import { provisionDbJobType, provisionDbRequest, PROVISION_DB, PROVISION_DB_ROUTE } from './provision-db.ts';
-import { provisioningConcurrency } from './job-type.ts';
+import { DIGITALOCEAN_RATE_LIMIT, provisioningConcurrency } from './job-type.ts';
 import { loadTalosMachineConfigs } from './talos.ts';
 import { lazyJobType, unbuilt } from '../lazy.ts';
 import type { CloudProvider } from './ports/cloud-provider.ts';
@@ -49,6 +49,7 @@ function unconfigured(type: string, payload: typeof provisionDbRequest | typeof 
     // declared as the configured types are: the registry sync stores what the last runner had
     enqueueVia: type === PROVISION_DB ? PROVISION_DB_ROUTE : PROVISION_CLUSTER_ROUTE,
     concurrency: provisioningConcurrency,
+    rateLimit: DIGITALOCEAN_RATE_LIMIT,
     payload: payload as never,
     async run() {
       throw new PermanentError(`${type} is not configured in this deployment: set ${missing.join(', ')}`);

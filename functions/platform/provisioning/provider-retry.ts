@@ -1,14 +1,19 @@
 import { z } from 'zod';
-import { PermanentError } from '../../../queue/errors.ts';
+import { PermanentError, RateLimitedError } from '../../../queue/errors.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
 import type { JsonObject } from '../../../queue/job.ts';
 import { backoffMs, next, type RetryPolicy, type StepContext, type StepResult } from '../../../queue/registry.ts';
-import { CloudProviderError } from './ports/cloud-provider.ts';
+import { CloudProviderError, CloudRateLimitError } from './ports/cloud-provider.ts';
 
 /**
  * Provider errors become delayed steps, never sleeps inside an invocation.
  *
- * A retryable provider error (429, 5xx, network) ends the step with `next(sameStep, {delayMs})`:
+ * A 429 is the provider's limit for the whole token, not this job's trouble: it is thrown as the
+ * engine's RateLimitedError with the wait the provider named (Retry-After, else ratelimit-reset),
+ * so the job type's rate key (`provider:digitalocean`) is paused for every job of it and the
+ * attempt is given back (worker.settle_rate_limited). It does not count as a provider retry.
+ *
+ * Another retryable provider error (5xx, network) ends the step with `next(sameStep, {delayMs})`:
  * the delay is what the provider asked for (Retry-After) or an exponential backoff. The count of
  * such retries of the current step lives in the checkpoint (`providerRetry`), since a continued
  * step resets the engine's attempts; past `maxRetries` the error is thrown and the type's own
@@ -43,6 +48,7 @@ export async function withProviderRetry<P>(ctx: StepContext<P>, body: () => Prom
     result = await body();
   } catch (error) {
     if (!(error instanceof CloudProviderError)) throw error;
+    if (error instanceof CloudRateLimitError) throw new RateLimitedError(error.message, error.retryAfterMs);
     if (!error.retryable) throw new PermanentError(error.message);
     if (count >= (options.maxRetries ?? DEFAULT_PROVIDER_RETRIES)) throw error;
     const delayMs = error.retryAfterMs ?? backoffMs(options.backoff ?? DEFAULT_BACKOFF, count + 1);
