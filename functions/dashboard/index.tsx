@@ -13,6 +13,7 @@ import { HISTORY_WINDOWS, HistoryPage, type HistoryWindow } from './history-page
 import { JobPage } from './job-page.tsx';
 import { jobWorkflowRoutes } from './job-workflow-routes.tsx';
 import { CHILDREN_SHOWN } from './job-workflow.tsx';
+import { operatorRoutes } from './operator-routes.tsx';
 import { JobsPage } from './jobs-page.tsx';
 import { OverviewPage } from './overview-page.tsx';
 import { ErrorPage, LoginPage } from './pages.tsx';
@@ -251,3 +252,4 @@ dashboard.post('/dashboard/alerts/:id/resolve', requireAction(), async (c) => {
 });
 
 dashboard.route('/', jobWorkflowRoutes(renderJob));
+dashboard.route('/', operatorRoutes);

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, spawn, spawnChildren } from '../../queue/index.ts';
+import { claimJobs, errorFingerprint, spawn, spawnChildren } from '../../queue/index.ts';
 import { dashboardBrowser } from './dashboard-browser.ts';
 import { createWorkerHarness, type WorkerHarness } from './support.ts';
 
@@ -198,3 +198,197 @@ describe('replay', () => {
   });
 });
 
+describe('flow control', () => {
+  it('pauses a type from the form (by "dashboard", with the reason) and resumes it; claims skip it while paused', async () => {
+    const empty = await page('/dashboard/flow');
+    expect(empty.status).toBe(200);
+    expect(empty.text).toContain('Nothing is paused');
+    expect(empty.text).toContain('<a href="/dashboard/flow">Flow control</a>');
+    const form = { kind: 'type', name: 'uppercase', reason: 'provider incident' };
+    await expectRefusedWithoutCsrf('/dashboard/flow/pause', form);
+
+    const paused = await post('/dashboard/flow/pause', form);
+    expect(paused.status).toBe(303);
+    expect(paused.headers.get('location')).toBe('/dashboard/flow?done=paused');
+    expect(await h.sql`select kind, name, paused_by, reason from worker.pauses`).toEqual([{ kind: 'type', name: 'uppercase', paused_by: 'dashboard', reason: 'provider incident' }]);
+    const id = await queuedJob('uppercase', { text: 'held' });
+    await h.sql`update worker.jobs set run_at = now() where id = ${id}`;
+    expect(await claimJobs(h.sql, { workerId: 'dash-test', limit: 10, types: ['uppercase'] })).toEqual([]);
+
+    const listed = await page('/dashboard/flow?done=paused');
+    expect(listed.text).toContain('Paused: claims skip it until it is resumed.');
+    const row = /<tr data-pause="type:uppercase">.*?<\/tr>/.exec(listed.text)![0];
+    expect(row).toMatch(/<td>type<\/td><td class="mono">uppercase<\/td><td>dashboard<\/td><td title="[^"]+">\d+s ago<\/td><td>provider incident<\/td>/);
+    expect(formFields(row.replace('<form', '<form id="resume"'), 'resume')).toEqual({ _csrf: browser.csrf, kind: 'type', name: 'uppercase' });
+
+    // the same pause from two tabs at once: one takes, the other is the engine's 409
+    const twice = await Promise.all([post('/dashboard/flow/pause', { kind: 'pool', name: 'dash-pool', reason: 'a' }), post('/dashboard/flow/pause', { kind: 'pool', name: 'dash-pool', reason: 'b' })]);
+    expect(twice.map((r) => r.status).sort()).toEqual([303, 409]);
+    expect(await h.sql`select count(*)::int as n from worker.pauses where name = 'dash-pool'`).toEqual([{ n: 1 }]);
+    await h.sql`delete from worker.pauses where name = 'dash-pool'`;
+
+    await expectRefusedWithoutCsrf('/dashboard/flow/resume', { kind: 'type', name: 'uppercase' });
+    const resumed = await post('/dashboard/flow/resume', { kind: 'type', name: 'uppercase' });
+    expect(resumed.headers.get('location')).toBe('/dashboard/flow?done=resumed');
+    expect(await h.sql`select * from worker.pauses`).toEqual([]);
+    expect((await claimJobs(h.sql, { workerId: 'dash-test', limit: 10, types: ['uppercase'] })).map((j) => j.id)).toContain(id);
+  });
+
+  it('refuses bad input naming the field, and shows the engine\'s refusals, writing nothing', async () => {
+    await h.sql`insert into worker.pauses (kind, name, paused_by, reason) values ('pool', 'gpu', 'ops', 'maintenance')`;
+    const before = await snapshot();
+    const cases: Array<[Record<string, string>, number, string]> = [
+      [{ kind: 'cluster', name: 'x', reason: 'r' }, 400, 'kind: must be one of type, pool'],
+      [{ kind: 'type', name: ' ', reason: 'r' }, 400, 'name: is required'],
+      [{ kind: 'type', name: 'uppercase', reason: '' }, 400, 'reason: is required'],
+      [{ kind: 'type', name: 'uppercase', reason: 'x'.repeat(1001) }, 400, 'reason: is longer than 1000 characters'],
+      [{ kind: 'type', name: 'no_such_type', reason: 'r' }, 404, 'no_such_type'],
+      [{ kind: 'pool', name: 'gpu', reason: 'again' }, 409, 'gpu'],
+    ];
+    for (const [form, status, message] of cases) {
+      const res = await post('/dashboard/flow/pause', form);
+      expect(res.status, JSON.stringify(form)).toBe(status);
+      expect(res.text, JSON.stringify(form)).toMatch(new RegExp(`<div class="error" role="alert">[^<]*${message}`));
+      expect(res.text).toContain('id="pause-form"'); // the page again, with the form
+    }
+    const notPaused = await post('/dashboard/flow/resume', { kind: 'type', name: 'countdown' });
+    expect(notPaused.status).toBe(409);
+    expect(await snapshot()).toEqual(before);
+    await h.sql`delete from worker.pauses`;
+  });
+
+  it("shows each rate key's limit, its starts in the window and a provider's pause, scrubbed", async () => {
+    await h.sql`insert into worker.rate_limits (key, max_starts, per_ms, starts, paused_until, pause_reason)
+                values ('provider:dash-test', 5, 60000, array[now() - interval '10 seconds', now() - interval '5 minutes'],
+                        now() + interval '90 seconds', ${`429 from provider ${CANARY}`})`;
+    const res = await page('/dashboard/flow');
+    const row = /<tr data-rate-key="provider:dash-test" class="row-failed">.*?<\/tr>/.exec(res.text)![0];
+    expect(row).toContain('<td>5 per 1m</td><td data-started="">1 of 5</td>');
+    expect(row).toMatch(/until \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in \d+s\): 429 from provider \[redacted\]/);
+    expect(res.text).not.toContain(CANARY);
+    await h.sql`delete from worker.rate_limits where key = 'provider:dash-test'`;
+  });
+});
+
+describe('dead letters and bulk retry', () => {
+  let retryable: string[] = [];
+  let other = '';
+  let fingerprint = '';
+  beforeAll(async () => {
+    // two failures alike but for their numbers (one group), and one other (its own group)
+    retryable = [await failedJob('uppercase', { text: 'a' }, `upstream 503 after 1200 ms ${CANARY}`), await failedJob('uppercase', { text: 'b' }, `upstream 503 after 950 ms ${CANARY}`)];
+    other = await failedJob('uppercase', { text: 'c' }, 'payload rejected');
+    fingerprint = await errorFingerprint(h.sql, `upstream 503 after 1200 ms ${CANARY}`);
+  });
+
+  it('groups failed jobs by type and error fingerprint, scrubbed, each group with its dry-run buttons', async () => {
+    const res = await page('/dashboard/dead-letters?type=uppercase');
+    expect(res.status).toBe(200);
+    const row = new RegExp(`<tr data-group="uppercase:${fingerprint}">.*?</tr>`).exec(res.text)![0];
+    expect(row).toContain('<td data-jobs="2">2</td>');
+    expect(row).toContain('[redacted]');
+    expect(res.text).not.toContain(CANARY);
+    expect(row).toMatch(new RegExp(`<a href="/dashboard/jobs/${retryable[1]}"`)); // the latest job of the group
+    expect(res.text).toContain('data-group="uppercase:');
+    const buttons = [...row.matchAll(/<form class="inline" method="post" action="\/dashboard\/bulk\/preview">(.*?)<\/form>/g)].map((m) => formFields(`<form id="f">${m[1]}</form>`, 'f'));
+    expect(buttons).toEqual([
+      { _csrf: browser.csrf, op: 'retry', type: 'uppercase', fingerprint },
+      { _csrf: browser.csrf, op: 'cancel', type: 'uppercase', fingerprint },
+    ]);
+  });
+
+  it('a dry run counts and samples what the filter takes and writes nothing; the confirm applies that filter and no other', async () => {
+    const before = await snapshot();
+    const dry = await post('/dashboard/bulk/preview', { op: 'retry', type: 'uppercase', fingerprint });
+    expect(dry.status).toBe(200);
+    expect(dry.text).toContain('<section class="panel" id="bulk-preview" data-matched="2"><h2>Dry run: 2 jobs would be requeued</h2>');
+    const sampled = [...dry.text.matchAll(/<tr class="row-failed" data-job="([0-9a-f-]{36})">/g)].map((m) => m[1]);
+    expect(sampled).toEqual(retryable);
+    expect(dry.text).not.toContain(CANARY);
+    expect(await snapshot()).toEqual(before);
+
+    const confirm = formFields(dry.text, 'bulk-confirm');
+    expect(confirm).toMatchObject({ op: 'retry', type: 'uppercase', fingerprint, _seal: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    await expectRefusedWithoutCsrf('/dashboard/bulk/apply', confirm);
+    // the confirm with its filter changed (widened to every failed uppercase job, or made a cancel) is refused
+    const { fingerprint: _, ...widened } = confirm;
+    for (const changed of [widened, { ...confirm, op: 'cancel' }, { ...confirm, type: 'countdown' }, { ...confirm, _seal: '' }]) {
+      const res = await post('/dashboard/bulk/apply', changed);
+      expect(res.status).toBe(409);
+      expect(res.text).toContain('This is not the filter the dry run showed');
+    }
+    // another session's seal for the same filter is not this one's
+    const stranger = dashboardBrowser(() => h);
+    await stranger.signIn();
+    expect((await stranger.post('/dashboard/bulk/apply', { ...confirm, _csrf: stranger.csrf })).status).toBe(409);
+    expect(await snapshot()).toEqual(before);
+
+    // the confirm posted twice at once (a double click): each job is requeued once, by one of them
+    const both = await Promise.all([post('/dashboard/bulk/apply', confirm), post('/dashboard/bulk/apply', confirm)]);
+    const requeued = both.map((r) => Number(/<tr data-count="requeued"><th>requeued<\/th><td>(\d+)<\/td><\/tr>/.exec(r.text)![1]));
+    expect(both.map((r) => r.status)).toEqual([200, 200]);
+    expect(requeued[0]! + requeued[1]!).toBe(2);
+    expect(both.some((r) => r.text.includes('<tr data-count="matched"><th>matched</th><td>2</td></tr>'))).toBe(true);
+    expect(both[0]!.text).not.toContain('id="bulk-continue"');
+    const [events] = await h.sql`select count(*)::int as n from worker.job_history where job_id = any(${retryable}::uuid[]) and kind = 'requeued'`;
+    expect(events!.n).toBe(2);
+    for (const id of retryable) expect(await statusOf(id)).not.toBe('failed');
+    expect(await statusOf(other)).toBe('failed');
+  });
+
+  it('cancels by type, status and time range, and shows the counts', async () => {
+    const ids = [await queuedJob('uppercase', { text: 'x' }), await queuedJob('uppercase', { text: 'y' })];
+    const outside = await queuedJob('uppercase', { text: 'z' });
+    await h.sql`update worker.jobs set created_at = '2030-01-01T00:00:30Z' where id = any(${ids}::uuid[])`;
+    await h.sql`update worker.jobs set created_at = '2030-01-01T00:01:00Z' where id = ${outside}`;
+    const form = { op: 'cancel', type: 'uppercase', status: 'queued', createdAfter: '2030-01-01T00:00', createdBefore: '2030-01-01T00:01', reason: 'duplicate run' };
+    const dry = await post('/dashboard/bulk/preview', form);
+    expect(dry.text).toContain('Dry run: 2 jobs would be cancelled');
+    const confirm = formFields(dry.text, 'bulk-confirm');
+    expect(confirm).toMatchObject({ createdAfter: '2030-01-01T00:00:00.000Z', createdBefore: '2030-01-01T00:01:00.000Z', reason: 'duplicate run' });
+    const applied = await post('/dashboard/bulk/apply', confirm);
+    expect(applied.text).toContain('<tr data-count="cancelled"><th>cancelled</th><td>2</td></tr>');
+    expect(await h.sql`select status, last_error from worker.jobs where id = any(${ids}::uuid[])`).toEqual([
+      { status: 'cancelled', last_error: 'duplicate run' }, { status: 'cancelled', last_error: 'duplicate run' },
+    ]);
+    expect(await statusOf(outside)).toBe('queued');
+  });
+
+  it('refuses bad input naming the field and shows the engine\'s refusals, re-rendering the form and writing nothing', async () => {
+    const before = await snapshot();
+    // [form, message, found by the form's own check (before the engine, and before a confirm's seal)]
+    const cases: Array<[Record<string, string>, string, boolean]> = [
+      [{ op: 'delete' }, 'op: must be one of retry, cancel', true],
+      [{ op: 'retry', type: 'Uppercase!' }, 'type: is not a job type name', true],
+      [{ op: 'retry', createdAfter: 'yesterday' }, 'createdAfter: must be a time', true],
+      [{ op: 'retry', fingerprint: 'zz' }, 'fingerprint: must be 16 hex digits', true],
+      [{ op: 'cancel', type: 'uppercase', reason: `stop ${CANARY}` }, 'reason holds a secret value', true],
+      [{ op: 'retry' }, 'an empty filter would requeue every job it may', false],
+      [{ op: 'retry', status: 'queued' }, 'filter.status: requeue takes jobs that are failed, cancelled, oom_killed, not queued', false],
+      [{ op: 'retry', type: 'no_such_type' }, 'filter.type: unknown job type', false],
+      [{ op: 'cancel', type: 'uppercase', finishedAfter: '2030-01-01T00:00' }, 'filter.finishedAfter: the jobs cancel takes have not finished', false],
+    ];
+    for (const [form, message, formLevel] of cases) {
+      const label = JSON.stringify(form);
+      const dry = await post('/dashboard/bulk/preview', form);
+      expect(dry.status, label).toBe(400);
+      expect(dry.text, label).toContain(message);
+      expect(dry.text).toContain('id="bulk-form"');
+      expect(dry.text).not.toContain(CANARY);
+      // a confirm never sealed: the form's own check first, else the seal's refusal
+      const confirm = await post('/dashboard/bulk/apply', form);
+      expect(confirm.status, label).toBe(formLevel ? 400 : 409);
+      expect(confirm.text, label).toContain(formLevel ? message : 'This is not the filter the dry run showed');
+    }
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('the bulk page takes a starting filter from a link, and the jobs page links to it', async () => {
+    const res = await page(`/dashboard/bulk?op=retry&type=uppercase&fingerprint=${fingerprint}&createdAfter=2030-01-01T00:00:00.000Z`);
+    expect(res.text).toContain('<option value="uppercase" selected="">uppercase</option>');
+    expect(res.text).toContain(`<input name="fingerprint" value="${fingerprint}"`);
+    expect(res.text).toContain('name="createdAfter" value="2030-01-01T00:00:00"');
+    const jobs = await page('/dashboard/jobs?status=failed&type=uppercase');
+    expect(jobs.text).toContain('<a href="/dashboard/bulk?op=retry&amp;type=uppercase&amp;status=failed" id="bulk-link">');
+  });
+});
