@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, errorFingerprint, spawn, spawnChildren } from '../../queue/index.ts';
+import { BULK_MAX_JOBS } from '../../functions/dashboard/operator-routes.tsx';
 import { dashboardBrowser } from './dashboard-browser.ts';
 import { createWorkerHarness, type WorkerHarness } from './support.ts';
 
@@ -391,4 +392,29 @@ describe('dead letters and bulk retry', () => {
     const jobs = await page('/dashboard/jobs?status=failed&type=uppercase');
     expect(jobs.text).toContain('<a href="/dashboard/bulk?op=retry&amp;type=uppercase&amp;status=failed" id="bulk-link">');
   });
+});
+
+describe('a bulk retry larger than one request walks', () => {
+  it(`stops after ${BULK_MAX_JOBS} jobs and offers to go on from there; going on takes the rest`, async () => {
+    // countdown is paused: the requeued jobs stay queued (no kick runs them)
+    await h.sql`select worker.pause_claims('type', 'countdown', 'test', 'bulk edge')`;
+    const jobs = Array.from({ length: BULK_MAX_JOBS + 1 }, () => ({ type: 'countdown', payload: { n: 1 }, runAt: '2099-01-01T00:00:00Z' }));
+    const ids = (await h.sql`select j->>'id' as id from worker.enqueue_jobs(${h.sql.json(jobs)}::jsonb) j`).map((r) => r.id as string);
+    await h.sql`select worker.fail_job(id, 'bulk edge 42') from unnest(${ids}::uuid[]) id`;
+    const fingerprint = await errorFingerprint(h.sql, 'bulk edge 42');
+
+    const dry = await post('/dashboard/bulk/preview', { op: 'retry', type: 'countdown', fingerprint });
+    expect(dry.text).toContain(`Dry run: ${BULK_MAX_JOBS + 1} jobs would be requeued`);
+    const first = await post('/dashboard/bulk/apply', formFields(dry.text, 'bulk-confirm'));
+    expect(first.text).toContain(`<tr data-count="requeued"><th>requeued</th><td>${BULK_MAX_JOBS}</td></tr>`);
+    const more = formFields(first.text, 'bulk-continue');
+    expect(more.cursor).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await post('/dashboard/bulk/apply', { ...more, cursor: 'not-a-cursor' })).text).toContain('cursor: is not a job id');
+    const rest = await post('/dashboard/bulk/apply', more);
+    expect(rest.text).toContain('<tr data-count="requeued"><th>requeued</th><td>1</td></tr>');
+    expect(rest.text).not.toContain('id="bulk-continue"');
+    expect(await h.sql`select status, count(*)::int as n from worker.jobs where id = any(${ids}::uuid[]) group by status`).toEqual([{ status: 'queued', n: BULK_MAX_JOBS + 1 }]);
+    await h.sql`delete from worker.jobs where id = any(${ids}::uuid[])`;
+    await h.sql`select worker.resume_claims('type', 'countdown')`;
+  }, 60_000);
 });
