@@ -21,7 +21,8 @@ async function onJobPage(c: Context<DashboardEnv>, render: RenderJob, act: () =>
     return await act();
   } catch (error) {
     const known = toHttpError(error);
-    if (known && (known.status === 400 || known.status === 409)) return render(c, c.req.param('id')!, { error: known.message }, known.status);
+    // scrubbed: the engine's message may quote what was typed (a payload's field)
+    if (known && (known.status === 400 || known.status === 409)) return render(c, c.req.param('id')!, { error: (await invocationOf(c)).scrub(known.message) }, known.status);
     throw error;
   }
 }

@@ -33,10 +33,10 @@ async function basics(c: Context<DashboardEnv>) {
   return { sql: inv.sql, page: { now: clock!.now as Date, lease, types, csrf: sessionOf(c).csrf, scrub: inv.scrub } };
 }
 
-/** A 400/404/409 the action raised, or rethrown. */
-function refusal(error: unknown): HttpError {
+/** A 400/404/409 the action raised, its message scrubbed (it may quote what was typed), or rethrown. */
+async function refusal(c: Context<DashboardEnv>, error: unknown): Promise<{ status: 400 | 404 | 409; message: string }> {
   const known = toHttpError(error);
-  if (known && (known.status === 400 || known.status === 404 || known.status === 409)) return known;
+  if (known && (known.status === 400 || known.status === 404 || known.status === 409)) return { status: known.status, message: (await invocationOf(c)).scrub(known.message) };
   throw error;
 }
 
@@ -58,9 +58,10 @@ async function flowAction(c: Context<DashboardEnv>, done: string, act: (form: Fo
   try {
     await act(form);
   } catch (error) {
-    const known = refusal(error);
-    const shown = Object.fromEntries(['kind', 'name', 'reason'].map((k) => [k, typeof form[k] === 'string' ? (form[k] as string).slice(0, 1000) : '']));
-    return renderFlow(c, { error: known.message, shown }, known.status as 400 | 404 | 409);
+    const known = await refusal(c, error);
+    const { scrub } = await invocationOf(c);
+    const shown = Object.fromEntries(['kind', 'name', 'reason'].map((k) => [k, typeof form[k] === 'string' ? scrub(form[k] as string).slice(0, 1000) : '']));
+    return renderFlow(c, { error: known.message, shown }, known.status);
   }
   return c.redirect(`/dashboard/flow?done=${done}`, 303);
 }
@@ -116,9 +117,10 @@ async function bulkStep(c: Context<DashboardEnv>, act: (form: FormBody) => Promi
   try {
     return await act(form);
   } catch (error) {
-    const known = refusal(error);
-    const shown = Object.fromEntries(Object.entries(form).filter(([k, v]) => k !== '_csrf' && typeof v === 'string').map(([k, v]) => [k, (v as string).slice(0, 64)]));
-    return renderBulk(c, { shown, error: known.message }, known.status as 400 | 404 | 409);
+    const known = await refusal(c, error);
+    const { scrub } = await invocationOf(c);
+    const shown = Object.fromEntries(Object.entries(form).filter(([k, v]) => k !== '_csrf' && typeof v === 'string').map(([k, v]) => [k, scrub(v as string).slice(0, 64)]));
+    return renderBulk(c, { shown, error: known.message }, known.status);
   }
 }
 

@@ -173,6 +173,9 @@ describe('replay', () => {
     const neverReached = await post(`/dashboard/jobs/${old}/replay`, { fromStep: 'finish' });
     expect(neverReached.status).toBe(400);
     expect(neverReached.text).toContain('never reached step &quot;finish&quot;');
+    const quoted = await post(`/dashboard/jobs/${old}/replay`, { fromStep: `finish ${CANARY}` });
+    expect(quoted.text).toContain('never reached step &quot;finish [redacted]&quot;'); // the engine's message quotes the step: scrubbed
+    expect(quoted.text).not.toContain(CANARY);
     expect(await snapshot()).toEqual(before);
 
     const replayed = await post(`/dashboard/jobs/${old}/replay`, fields);
@@ -245,12 +248,14 @@ describe('flow control', () => {
       [{ kind: 'type', name: 'uppercase', reason: 'x'.repeat(1001) }, 400, 'reason: is longer than 1000 characters'],
       [{ kind: 'type', name: 'no_such_type', reason: 'r' }, 404, 'no_such_type'],
       [{ kind: 'pool', name: 'gpu', reason: 'again' }, 409, 'gpu'],
+      [{ kind: 'pool', name: 'gpu', reason: `again ${CANARY}` }, 409, 'gpu'], // the form shown again: scrubbed
     ];
     for (const [form, status, message] of cases) {
       const res = await post('/dashboard/flow/pause', form);
       expect(res.status, JSON.stringify(form)).toBe(status);
       expect(res.text, JSON.stringify(form)).toMatch(new RegExp(`<div class="error" role="alert">[^<]*${message}`));
       expect(res.text).toContain('id="pause-form"'); // the page again, with the form
+      expect(res.text).not.toContain(CANARY);
     }
     const notPaused = await post('/dashboard/flow/resume', { kind: 'type', name: 'countdown' });
     expect(notPaused.status).toBe(409);
