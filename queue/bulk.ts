@@ -59,7 +59,8 @@ export interface BulkCancelResult extends Omit<BulkRequeueResult, 'requeued'> {
 
 export const DEFAULT_BULK_BATCH = 500;
 
-function filterJson(filter: BulkFilter): JsonObject {
+/** A filter as the SQL functions take it (worker.job_filter_of): times as ISO text, absent fields left out. */
+export function bulkFilterJson(filter: BulkFilter): JsonObject {
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(filter)) {
     if (value === undefined) continue;
@@ -103,14 +104,14 @@ async function walk(options: BulkOptions, batch: (limit: number, after: string |
 
 /** Requeue every failed, cancelled or oom_killed job the filter takes (each as requeueJob would). */
 export async function bulkRequeue(sql: Sql, filter: BulkFilter, options: BulkOptions = {}): Promise<BulkRequeueResult> {
-  const json = filterJson(filter);
+  const json = bulkFilterJson(filter);
   const w = await walk(options, (limit, after) => call.requeue(sql, json, options.dryRun ?? false, limit, after, options.now));
   return { dryRun: options.dryRun ?? false, matched: w.matched, requeued: w.applied, skipped: w.skipped, batches: w.batches, nextCursor: w.nextCursor };
 }
 
 /** Cancel every queued or running job the filter takes (each as cancelJob would). */
 export async function bulkCancel(sql: Sql, filter: BulkFilter, options: BulkOptions & { reason?: string } = {}): Promise<BulkCancelResult> {
-  const json = filterJson(filter);
+  const json = bulkFilterJson(filter);
   const reason = options.reason ?? 'cancelled in bulk by operator';
   const w = await walk(options, (limit, after) => call.cancel(sql, json, options.dryRun ?? false, reason, limit, after, options.now));
   return {

@@ -1,6 +1,8 @@
+import { bulkFilterJson, type BulkFilter } from './bulk.ts';
 import type { Queryable } from './db.ts';
 import * as alerts from './driver/alerts.ts';
 import * as driver from './driver/dashboard.ts';
+import { translatePgError } from './errors.ts';
 import type { DeadlineSeverity, Job, JobStatus } from './job.ts';
 
 /** What the dashboard reads beyond inspect.ts: each a single short query. */
@@ -66,4 +68,16 @@ export interface PastDeadline {
 /** The jobs past their deadline that have not ended, the longest overdue first. */
 export async function pastDeadlineJobs(sql: Queryable, options: { limit?: number; now?: Date } = {}): Promise<PastDeadline> {
   return driver.pastDeadlineJobs(sql, options.limit ?? 50, options.now);
+}
+
+/**
+ * What a bulk retry or cancel would take now, the first `limit` by id (the oldest): the dry run's
+ * sample. A filter the engine refuses is its SB400 (ValidationError naming the field).
+ */
+export async function bulkSample(sql: Queryable, op: 'retry' | 'cancel', filter: BulkFilter, options: { limit?: number } = {}): Promise<Job[]> {
+  try {
+    return await driver.bulkSampleRows(sql, op === 'retry' ? 'requeue' : 'cancel', bulkFilterJson(filter), options.limit ?? 10);
+  } catch (error) {
+    throw translatePgError(error);
+  }
 }

@@ -11,12 +11,15 @@ import { HttpError, toHttpError } from '../http/errors.ts';
 import { SECURITY_HEADERS } from './layout.tsx';
 import { HISTORY_WINDOWS, HistoryPage, type HistoryWindow } from './history-page.tsx';
 import { JobPage } from './job-page.tsx';
+import { jobWorkflowRoutes } from './job-workflow-routes.tsx';
+import { CHILDREN_SHOWN } from './job-workflow.tsx';
+import { operatorRoutes } from './operator-routes.tsx';
 import { JobsPage } from './jobs-page.tsx';
 import { liveLog } from './live-log.ts';
 import { OverviewPage } from './overview-page.tsx';
 import { ErrorPage, LoginPage } from './pages.tsx';
 import {
-  countsByStatus, depthSince, getJob, inProgressJobs, jobTypes, listJobs, openAlerts, pastDeadlineJobs, resolveAlert, scheduleReports, stepSeries,
+  countsByStatus, depthSince, getJob, inProgressJobs, jobFamily, jobTypes, jobWait, listJobs, openAlerts, pastDeadlineJobs, resolveAlert, scheduleReports, stepSeries,
 } from './queries.ts';
 import { SchedulesPage } from './schedules-page.tsx';
 import { PAGE_SIZE, readSearch } from './search.ts';
@@ -136,14 +139,15 @@ dashboard.get('/', requireSession(), async (c) => {
   );
 });
 
-async function renderJob(c: Context<DashboardEnv>, id: string, message: { done?: string; error?: string } = {}, status: 200 | 409 = 200) {
+async function renderJob(c: Context<DashboardEnv>, id: string, message: { done?: string; error?: string } = {}, status: 200 | 400 | 409 = 200) {
   const inv = await invocationOf(c);
   const found = await getJob(inv.sql, id);
   if (!found) throw new HttpError(404, 'not_found', `no job ${id}`);
   const [clock] = await inv.sql`select now() as now`;
+  const [wait, family] = await Promise.all([jobWait(inv.sql, found.job.id), jobFamily(inv.sql, found.job.id, { limit: CHILDREN_SHOWN })]);
   const buildLog = found.job.type === 'build' && (found.job.startedAt || isInProgress(found.job)) ? await readArchivedLog(c.env, found.job) : undefined;
   return c.html(
-    <JobPage now={clock!.now as Date} csrf={sessionOf(c).csrf} lease={await lease(c)} job={found.job} events={found.events} scrub={inv.scrub} buildLog={buildLog} {...message} />,
+    <JobPage now={clock!.now as Date} csrf={sessionOf(c).csrf} lease={await lease(c)} job={found.job} events={found.events} workflow={{ wait, family }} scrub={inv.scrub} buildLog={buildLog} {...message} />,
     status,
   );
 }
@@ -249,3 +253,6 @@ dashboard.post('/dashboard/alerts/:id/resolve', requireAction(), async (c) => {
   await resolveAlert(inv.sql, id);
   return c.redirect('/?done=resolved', 303);
 });
+
+dashboard.route('/', jobWorkflowRoutes(renderJob));
+dashboard.route('/', operatorRoutes);

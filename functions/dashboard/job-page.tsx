@@ -2,6 +2,7 @@ import type { FC } from 'hono/jsx';
 import { jobProgress, TERMINAL_STATUSES, type Job, type JobEvent } from '../../queue/index.ts';
 import { eventJson, jobJson } from '../http/serialize.ts';
 import { BuildLog } from './build-log.tsx';
+import { FamilyPanel, ReplayLinks, ReplayPanel, WaitPanel, type JobWorkflow } from './job-workflow.tsx';
 import { age, Json, shortId, StatusBadge, time } from './components.tsx';
 import { Layout } from './layout.tsx';
 import { Csrf, TopBar, type Lease } from './pages.tsx';
@@ -13,6 +14,8 @@ export interface JobPageData {
   job: Job;
   events: JobEvent[];
   scrub: (text: string) => string;
+  /** The signal it waits for, its parent and children. */
+  workflow: JobWorkflow;
   /** A build's archived log so far (scrubbed) and its last line's number, shown on its page. */
   buildLog?: { text: string; lastSeq: number };
   /** The action just done (`?done=`), to confirm it. */
@@ -25,6 +28,9 @@ export function noticeFor(done: string | undefined, job: Job): string | undefine
   if (done === 'cancel') return job.status === 'cancelled' ? 'Cancelled.' : "Cancel requested: the job's cancel hook runs at its next step.";
   if (done === 'retry') return 'Requeued: it runs again from its checkpoint.';
   if (done === 'fail') return 'Failed by an operator.';
+  if (done === 'signal-delivered') return 'Signal sent: its wait took it, and the job resumes now.';
+  if (done === 'signal-kept') return 'Signal sent: it is not waiting for that event now, so the event is kept for its next wait on it.';
+  if (done === 'replay') return 'A replay: a new job, linked to the job it replays below.';
   return undefined;
 }
 
@@ -55,7 +61,7 @@ const JobActions: FC<{ job: Job; csrf: string }> = ({ job, csrf }) => {
         </form>
       ) : null}
       {job.type === 'build' ? <a href={`/dashboard/builds/${job.id}/log`} id="build-log">Build log</a> : null}
-      {/* Replay from a named step (issue 19, item 4) goes here, a CSRF-protected form like those above. */}
+      {TERMINAL_STATUSES.includes(job.status) ? <a href="#replay" id="replay-link">Replay…</a> : null}
     </div>
   );
 };
@@ -129,20 +135,22 @@ const Events: FC<{ events: JobEvent[]; scrub: (text: string) => string }> = ({ e
   </section>
 );
 
-export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub, buildLog, done, error }) => {
+export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, workflow, scrub, buildLog, done, error }) => {
   const notice = noticeFor(done, job);
   const shown = jobJson(job); // payload, checkpoint and result with secrets redacted
   const terminal = TERMINAL_STATUSES.includes(job.status);
   // A running build's log is live over its socket; its script reloads the page when that fails.
   const liveLog = buildLog !== undefined && !terminal;
+  // A job waiting for an event is parked until one comes (or its timeout): no reload, which would empty a half-typed signal.
   return (
-    <Layout title={`${job.type} …${shortId(job.id)}`} refreshSeconds={terminal || liveLog ? undefined : 10} header={<TopBar csrf={csrf} lease={lease} now={now} />}>
+    <Layout title={`${job.type} …${shortId(job.id)}`} refreshSeconds={terminal || liveLog || workflow.wait ? undefined : 10} header={<TopBar csrf={csrf} lease={lease} now={now} />}>
       {notice ? <div class="notice" role="status">{notice}</div> : null}
       {error ? <div class="error" role="alert">{error}</div> : null}
       <h1>
         {job.type} <span class="mono">{job.id}</span> <StatusBadge status={job.status} />
       </h1>
       <JobActions job={job} csrf={csrf} />
+      <ReplayLinks events={events} />
 
       <div class="grid2">
         <JobFields job={job} now={now} scrub={scrub} />
@@ -155,6 +163,10 @@ export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, scrub,
           <Json value={shown.result} scrub={scrub} />
         </section>
       </div>
+
+      {terminal ? null : <WaitPanel job={job} wait={workflow.wait} csrf={csrf} scrub={scrub} />}
+      <FamilyPanel family={workflow.family} scrub={scrub} />
+      <ReplayPanel job={job} events={events} csrf={csrf} />
 
       {buildLog !== undefined ? <BuildLog jobId={job.id} text={buildLog.text} lastSeq={buildLog.lastSeq} inProgress={!terminal} /> : null}
 

@@ -26,6 +26,14 @@ function searchNote(s: JobSearch): string | null {
   return null;
 }
 
+/** The bulk page with this listing's type and status filled in (the search box is not a bulk filter). */
+function bulkHref(s: JobSearch['shown']): string {
+  const params = new URLSearchParams({ op: s.status === 'queued' || s.status === 'running' ? 'cancel' : 'retry' });
+  if (s.type) params.set('type', s.type);
+  if (s.status) params.set('status', s.status);
+  return `/dashboard/bulk?${params}`;
+}
+
 /**
  * Every job, newest first, 25 a page, with search: keyset pages (the cursor is the last id
  * shown), so a page deep in millions of jobs costs what the first does.
@@ -51,7 +59,7 @@ export const JobsPage: FC<JobsPageData> = (d) => {
           {d.search.list.cursor ? <a href={searchHref(s)} id="newest">« newest</a> : null}
           {d.nextCursor ? <a href={searchHref(s, d.nextCursor)} id="older" rel="next">older »</a> : null}
         </p>
-        {/* Bulk actions (retry or cancel what this filter matches, with a dry-run count) go here: issue 19, item 4. */}
+        {s.type || s.status ? <p class="actions"><a href={bulkHref(s)} id="bulk-link">Retry or cancel the jobs of this type and status…</a> <span class="muted">(a dry run first)</span></p> : null}
       </section>
     </Layout>
   );

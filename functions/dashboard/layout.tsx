@@ -32,7 +32,7 @@ pre.json { background: #f3f4f6; padding: 8px 10px; border-radius: 6px; overflow:
 form.inline { display: inline; } .actions { display: flex; gap: 8px; flex-wrap: wrap; align-items: center; margin: 8px 0 4px; }
 button { font: inherit; padding: 5px 12px; border-radius: 6px; border: 1px solid #d1d5db; background: #fff; cursor: pointer; }
 button.danger { border-color: #dc2626; color: #b91c1c; } button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
-input, select { font: inherit; padding: 4px 8px; border: 1px solid #d1d5db; border-radius: 6px; }
+input, select, textarea { font: inherit; padding: 4px 8px; border: 1px solid #d1d5db; border-radius: 6px; }
 .notice { padding: 8px 12px; border-radius: 6px; background: #ecfdf5; border: 1px solid #a7f3d0; margin-bottom: 12px; }
 .error { padding: 8px 12px; border-radius: 6px; background: #fef2f2; border: 1px solid #fecaca; margin-bottom: 12px; }
 .timeline { list-style: none; padding: 0; margin: 0; } .timeline li { padding: 6px 0; border-bottom: 1px solid var(--line); }

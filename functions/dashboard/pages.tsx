@@ -21,7 +21,9 @@ export const TopBar: FC<{ csrf: string; lease: Lease; now: Date }> = ({ csrf, le
       <a href="/dashboard/jobs">Jobs</a>
       <a href="/dashboard/schedules">Schedules</a>
       <a href="/dashboard/history">Over time</a>
-      {/* Paused types and pools, and the dead-letter view (issue 19, items 3 and 4), link from here. */}
+      <a href="/dashboard/flow">Flow control</a>
+      <a href="/dashboard/dead-letters">Dead letters</a>
+      <a href="/dashboard/bulk">Bulk</a>
     </nav>
     <span class="lease">
       leader {lease.holder ?? 'none'} · generation {lease.generation}

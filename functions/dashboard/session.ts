@@ -158,6 +158,19 @@ export async function csrfMatches(env: WorkerEnv, session: DashboardSession, pre
   return macMatches(await sessionKey(requireSessionSecret(env)), `csrf.${session.id}`, presented);
 }
 
+/**
+ * A MAC binding `text` to this session: a form carries it beside fields the next post must send
+ * back unchanged (the bulk confirm's filter), and the post checks it (sealMatches).
+ */
+export async function sealFor(env: WorkerEnv, session: DashboardSession, text: string): Promise<string> {
+  return mac(await sessionKey(requireSessionSecret(env)), `seal.${session.id}.${text}`);
+}
+
+export async function sealMatches(env: WorkerEnv, session: DashboardSession, text: string, presented: unknown): Promise<boolean> {
+  if (typeof presented !== 'string') return false;
+  return macMatches(await sessionKey(requireSessionSecret(env)), `seal.${session.id}.${text}`, presented);
+}
+
 /** __Host-: only ever set by this origin over HTTPS (browsers count http://localhost as secure), for every path. */
 export function setSessionCookie(c: Context, value: string): void {
   setCookie(c, SESSION_COOKIE, value, { prefix: 'host', path: '/', httpOnly: true, secure: true, sameSite: 'Strict', maxAge: SESSION_TTL_MS / 1000 });

@@ -1,6 +1,6 @@
 import type { Queryable } from '../db.ts';
 import type { DepthPoint } from '../dashboard-read.ts';
-import type { Job, JobStatus } from '../job.ts';
+import type { Job, JobStatus, JsonObject } from '../job.ts';
 import { parseJobRow } from './rows.ts';
 import { at } from './clock.ts';
 
@@ -44,6 +44,19 @@ export async function pastDeadlineJobs(sql: Queryable, limit: number, now: Date 
        order by deadline_at, id limit ${limit}`,
   ]);
   return { total: count?.n ?? 0, jobs: rows.map(parseJobRow) };
+}
+
+/**
+ * The first `limit` jobs, by id, a bulk operation's filter takes now: the filter is read by
+ * worker.job_filter_of and the set chosen by worker.job_filter_next_ids, the same functions the
+ * operation's batches use, so the sample is of what a confirm would change.
+ */
+export async function bulkSampleRows(sql: Queryable, op: 'requeue' | 'cancel', filter: JsonObject, limit: number): Promise<Job[]> {
+  const rows = await sql`
+    select j.* from worker.jobs j
+     where j.id in (select worker.job_filter_next_ids(worker.job_filter_of(${sql.json(filter)}::jsonb, ${op}::text), null, ${limit}::int))
+     order by j.id`;
+  return rows.map(parseJobRow);
 }
 
 export interface StepMinuteRow {

@@ -226,6 +226,27 @@ describe('the dashboard in chromium', () => {
     expect(dialogs).toEqual([]);
   });
 
+  it('pauses a job type from the flow-control page and resumes it', async () => {
+    const pauses = async () => ((await (await stack.api('/v1/pauses')).json()) as { pauses: Array<{ name: string; pausedBy: string }> }).pauses;
+    await page.goto(`${stack.baseUrl}/`);
+    await page.click('header.top nav a:has-text("Flow control")');
+    await page.waitForURL(`${stack.baseUrl}/dashboard/flow`);
+    await page.selectOption('#pause-form select[name=kind]', 'type');
+    await page.fill('#pause-form input[name=name]', 'countdown');
+    await page.fill('#pause-form input[name=reason]', 'e2e: provider incident');
+    await page.click('#pause-form button[type=submit]');
+    await page.waitForURL(`${stack.baseUrl}/dashboard/flow?done=paused`);
+    const row = page.locator('tr[data-pause="type:countdown"]');
+    expect(await row.textContent()).toContain('e2e: provider incident');
+    expect(await pauses()).toMatchObject([{ name: 'countdown', pausedBy: 'dashboard' }]);
+    await page.screenshot({ path: `${ARTIFACTS}/dashboard-flow-paused.png`, fullPage: true });
+
+    await row.locator('button:has-text("Resume")').click();
+    await page.waitForURL(`${stack.baseUrl}/dashboard/flow?done=resumed`);
+    expect(await page.locator('tr[data-pause]').count()).toBe(0);
+    expect(await pauses()).toEqual([]);
+  });
+
   it('refuses an action posted from another origin, even with the session cookie', async () => {
     const [cookie] = await page.context().cookies();
     const id = await enqueue({ type: 'uppercase', payload: { text: 'keep' }, delayMs: 3_600_000 });

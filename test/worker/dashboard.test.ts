@@ -4,36 +4,19 @@ import { dashboard } from '../../functions/dashboard/index.tsx';
 import { archiveKey } from '../../functions/platform/build/adapters/r2-log-archive.ts';
 import { createSession, readSession, SESSION_TTL_MS } from '../../functions/dashboard/session.ts';
 import { checkSchedules, enqueueSlot, histogramQuantile, rollupJobEvents, scheduleReports, syncSchedules, type Schedule } from '../../queue/index.ts';
+import { dashboardBrowser } from './dashboard-browser.ts';
 import { countJobs, createWorkerHarness, TOKENS, type WorkerHarness } from './support.ts';
 
 const CANARY = 'canary-digitalocean-token-e41a';
-const ORIGIN = 'http://worker.test';
 const TICK = '* * * * *';
 
 let h: WorkerHarness;
-let cookie = '';
-let csrf = '';
 beforeAll(async () => {
   h = await createWorkerHarness({ CANARY_API_TOKEN: CANARY } as never);
 });
 
-/** A browser-like request: the session cookie (unless `cookie: null`) and our Origin on posts. */
-async function page(path: string, init: { method?: string; form?: Record<string, string>; origin?: string | null; cookie?: string | null } = {}) {
-  const headers: Record<string, string> = {};
-  const jar = init.cookie === undefined ? cookie : init.cookie;
-  if (jar) headers.cookie = `__Host-starbase_session=${jar}`;
-  if (init.form) headers['content-type'] = 'application/x-www-form-urlencoded';
-  if (init.method === 'POST' && init.origin !== null) headers.origin = init.origin ?? ORIGIN;
-  const res = await h.request(path, { method: init.method ?? 'GET', token: null, headers, body: init.form ? new URLSearchParams(init.form).toString() : undefined });
-  return { status: res.status, headers: res.headers, text: await res.text() };
-}
-
-const post = (path: string, form: Record<string, string> = {}, init: { origin?: string | null; cookie?: string | null } = {}) =>
-  page(path, { method: 'POST', form: { _csrf: csrf, ...form }, ...init });
-
-async function login(token: string = TOKENS.admin) {
-  return page('/dashboard/login', { method: 'POST', form: { token, next: '/' }, cookie: null });
-}
+const browser = dashboardBrowser(() => h);
+const { page, post, login } = browser;
 
 async function enqueueQueued(type: string, payload: Record<string, unknown> = {}): Promise<string> {
   const [row] = await h.sql`select id from worker.enqueue_job(type => ${type}, payload => ${h.sql.json(payload as never)}, run_at => now() + interval '1 hour')`;
@@ -76,12 +59,13 @@ describe('logging in', () => {
     const setCookie = res.headers.get('set-cookie')!;
     expect(setCookie).toMatch(/^__Host-starbase_session=v2\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/; HttpOnly; Secure; SameSite=Strict$/);
     expect(setCookie).not.toContain(TOKENS.admin);
-    cookie = /^__Host-starbase_session=([^;]+)/.exec(setCookie)![1]!;
+    browser.cookie = /^__Host-starbase_session=([^;]+)/.exec(setCookie)![1]!;
     const offsite = await page('/dashboard/login', { method: 'POST', form: { token: TOKENS.admin, next: '//evil.example/x' }, cookie: null });
     expect(offsite.headers.get('location')).toBe('/');
   });
 
   it('refuses a tampered or expired session, and every session once the session secret is rotated', async () => {
+    const { cookie } = browser;
     const [body, mac] = [cookie.slice(0, cookie.lastIndexOf('.')), cookie.slice(cookie.lastIndexOf('.') + 1)];
     const other = body.replace(/.$/, (ch) => (ch === 'A' ? 'B' : 'A'));
     expect((await page('/', { cookie: `${other}.${mac}` })).status).toBe(303);
@@ -125,7 +109,7 @@ describe('the overview', () => {
     expect(res.text).toContain('data-alert="stuck_job"');
     expect(res.text).toContain('data-alert="poison_job"');
     expect(res.text).toMatch(/<input type="hidden" name="_csrf" value="[A-Za-z0-9_-]{43}"\/>/);
-    csrf = /name="_csrf" value="([A-Za-z0-9_-]{43})"/.exec(res.text)![1]!;
+    browser.csrf = /name="_csrf" value="([A-Za-z0-9_-]{43})"/.exec(res.text)![1]!;
 
     const failedOnly = await page('/?status=failed&type=fail');
     expect(failedOnly.text).not.toContain(`data-job="${queued}"`);

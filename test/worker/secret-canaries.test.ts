@@ -8,8 +8,9 @@ import { createWorkerHarness, testEnv as h0, type WorkerHarness } from './suppor
  * Every secret the Worker declares (functions/lib/worker-secrets.ts) is set to a canary value,
  * each value is fed into the paths that write text somewhere — an error a step throws (stored as
  * last_error, in the job's events and the poison alert), log lines, alerts sent to the webhook,
- * a maintenance pass that fails, API answers, /metrics and the dashboard — and no canary may come
- * out anywhere. The key ring's canary is checked whole and key by key.
+ * a maintenance pass that fails, API answers, /metrics and the dashboard (its job, dead-letter,
+ * bulk and flow-control pages) — and no canary may come out anywhere. The key ring's canary is
+ * checked whole and key by key.
  */
 const tail = () => crypto.randomUUID().replace(/-/g, '').slice(0, 16);
 const ringKey = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
@@ -107,6 +108,18 @@ beforeAll(async () => {
   const dashboard = await call('GET / (dashboard)', '/', { headers: cookie });
   expect(dashboard.text).toContain('poison_job');
   await call('GET /dashboard/jobs/:id', `/dashboard/jobs/${id}`, { headers: cookie });
+  // the operator pages: the failed build's group and a bulk dry run's sample, and a rate key a
+  // provider's 429 paused with an answer quoting every secret
+  await call('GET /dashboard/dead-letters', '/dashboard/dead-letters', { headers: cookie });
+  const csrf = /name="_csrf" value="([A-Za-z0-9_-]{43})"/.exec(dashboard.text)![1]!;
+  const preview = await call('POST /dashboard/bulk/preview', '/dashboard/bulk/preview', {
+    method: 'POST', headers: { ...cookie, 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker.test' },
+    body: new URLSearchParams({ _csrf: csrf, op: 'retry', type: 'build', status: 'failed' }).toString(),
+  });
+  expect(preview.text).toContain(`data-job="${id}"`);
+  await h.sql`insert into worker.rate_limits (key, max_starts, per_ms, paused_until, pause_reason)
+              values ('provider:canary', 1, 60000, now() + interval '1 minute', ${`provider 429: ${LEAK}`})`;
+  await call('GET /dashboard/flow', '/dashboard/flow', { headers: cookie });
 
   // what the engine stored: errors, events (but the enqueued event, which holds the payload as
   // given), alerts
@@ -127,6 +140,8 @@ describe('secret canaries', () => {
     const where = (needle: string) => outputs.filter((o) => o.text.includes(needle)).map((o) => o.where);
     expect(where('upstream refused: ADMIN_TOKEN=[redacted]')).toEqual(expect.arrayContaining(['alert webhook body', 'GET /v1/jobs/:id']));
     expect(where('prune refused: ADMIN_TOKEN=[redacted]')).toEqual(expect.arrayContaining(['alert webhook body', 'console.log']));
+    expect(where('upstream refused: ADMIN_TOKEN=[redacted]')).toEqual(expect.arrayContaining(['GET /dashboard/dead-letters', 'POST /dashboard/bulk/preview']));
+    expect(where('provider 429: ADMIN_TOKEN=[redacted]')).toEqual(['GET /dashboard/flow']);
     expect(stored).toContain('upstream refused: ADMIN_TOKEN=[redacted]');
     expect(stored).toContain('prune refused: ADMIN_TOKEN=[redacted]');
   });
