@@ -89,3 +89,23 @@ export async function rateLimitRows(sql: Queryable, now: Date | undefined): Prom
     };
   });
 }
+
+export interface RateKeyResumed {
+  key: string;
+  /** The end the pause had. */
+  pausedUntil: Date;
+  pauseReason: string | null;
+  /** Jobs a 429 of the key had queued for the pause's end, due now. */
+  jobsDue: number;
+}
+
+export async function resumeRateKeyRow(sql: Queryable, key: string, resumedBy: string, now: Date | undefined): Promise<RateKeyResumed> {
+  const [row] = await sql`select * from worker.resume_rate_key(${key}::text, ${resumedBy}::text, ${now ?? null}::timestamptz)`;
+  const r = record(row, 'resume_rate_key row');
+  return {
+    key: text(r.key, 'key'),
+    pausedUntil: time(r.paused_until, 'paused_until'),
+    pauseReason: r.pause_reason === null ? null : text(r.pause_reason, 'pause_reason'),
+    jobsDue: int(r.jobs_due, 'jobs_due'),
+  };
+}
