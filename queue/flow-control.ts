@@ -1,6 +1,6 @@
 import type { Queryable, Sql } from './db.ts';
 import {
-  type Pause, type PauseKind, pauseRow, pauseRows, type RateKeyResumed, rateLimitRows, type RateLimitState, resumeRateKeyRow, resumeRow,
+  type Pause, type PauseKind, pauseRow, pauseRows, type RateKeyResumed, rateLimitRows, type RateLimitState, resumeRateKeyRow, resumeRow, typeRateKeyRows,
 } from './driver/flow-control.ts';
 import { translatePgError } from './errors.ts';
 
@@ -54,4 +54,9 @@ export function listRateLimits(sql: Queryable, options: { now?: Date } = {}): Pr
  */
 export function resumeRateKey(sql: Sql, key: string, resumedBy: string, options: { now?: Date } = {}): Promise<RateKeyResumed> {
   return translated(() => resumeRateKeyRow(sql, key, resumedBy, options.now));
+}
+
+/** The rate key each job type declares, by type (only the types that declare one). */
+export function typeRateKeys(sql: Queryable): Promise<Map<string, string>> {
+  return typeRateKeyRows(sql);
 }

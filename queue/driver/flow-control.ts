@@ -109,3 +109,12 @@ export async function resumeRateKeyRow(sql: Queryable, key: string, resumedBy: s
     jobsDue: int(r.jobs_due, 'jobs_due'),
   };
 }
+
+/** The rate key each job type declares (worker.job_types.rate_key), for the types that declare one. */
+export async function typeRateKeyRows(sql: Queryable): Promise<Map<string, string>> {
+  const rows = await sql`select type, rate_key from worker.job_types where rate_key is not null order by type`;
+  return new Map(rows.map((row) => {
+    const r = record(row, 'job_types row');
+    return [text(r.type, 'type'), text(r.rate_key, 'rate_key')];
+  }));
+}
