@@ -190,8 +190,9 @@ describe('npm run ops: pause and resume', () => {
 
 describe('npm run ops: rate keys', () => {
   it("rate-limits shows each key's limit, window and pause; resume-rate-key ends a 429's pause and names the jobs due", async () => {
-    const { job } = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'rated' }, rateLimit: { key: 'ops:provider', limit: 4, per: '1m' } });
-    const [claimed] = await claimJobs(db.sql, { workerId: 'ops-rate', limit: 10, types: ['uppercase'] });
+    // priority 0: the next claim's first job, whatever the file's other tests left queued
+    const { job } = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'rated' }, priority: 0, rateLimit: { key: 'ops:provider', limit: 4, per: '1m' } });
+    const [claimed] = await claimJobs(db.sql, { workerId: 'ops-rate', limit: 1 });
     expect(claimed!.id).toBe(job.id);
     await db.sql`select worker.settle_rate_limited(${job.id}::uuid, ${claimed!.leaseToken}::uuid, 3600000, 'provider answered 429')`;
     const listed = await ops(['rate-limits']);
