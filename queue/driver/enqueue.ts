@@ -17,7 +17,7 @@ export async function enqueueRow(sql: Queryable, input: EnqueueInput, now: Date 
       ${input.submitKey ?? null}, ${input.pool ?? null}, ${input.weight ?? null},
       ${input.concurrencyKey ?? null}, ${input.concurrencyLimit ?? null}::int,
       ${input.delayMs ?? null}::bigint, ${now ?? null}::timestamptz
-      ${deadlineArgs(sql, input)}) as j`;
+      ${trailingArgs(sql, input)}) as j`;
   return parseEnqueued(record(row, 'enqueue_job_ex row').j);
 }
 
@@ -26,7 +26,7 @@ export async function enqueueRow(sql: Queryable, input: EnqueueInput, now: Date 
  * stays the one it was before 0180 (one prepared statement for the common enqueue, and a
  * database not yet migrated still takes it). The same for its rate limit and fairness key.
  */
-function deadlineArgs(sql: Queryable, input: EnqueueInput) {
+function trailingArgs(sql: Queryable, input: EnqueueInput) {
   const flow = input.rateLimit !== undefined || input.fairnessKey !== undefined;
   if (input.deadlineMs === undefined && input.deadlineSeverity === undefined && !flow) return sql``;
   const deadline = sql`, ${input.deadlineMs ?? null}::bigint, ${input.deadlineSeverity ?? null}::text`;
