@@ -1,10 +1,10 @@
 import type { Queryable, Sql } from './db.ts';
 import {
-  type Pause, type PauseKind, pauseRow, pauseRows, type RateKeyResumed, rateLimitRows, type RateLimitState, resumeRateKeyRow, resumeRow, typeRateKeyRows,
+  type Pause, type PauseKind, pauseRow, pauseRows, type RateKeyResumed, rateLimitRows, type RateLimitState, resumeRateKeyRow, resumeRow, typeFlowKeyRows, type TypeFlowKeys,
 } from './driver/flow-control.ts';
 import { translatePgError } from './errors.ts';
 
-export type { Pause, PauseKind, RateKeyResumed, RateLimitState } from './driver/flow-control.ts';
+export type { Pause, PauseKind, RateKeyResumed, RateLimitState, TypeFlowKeys } from './driver/flow-control.ts';
 
 /**
  * Flow control an operator drives (docs/engine.md, "Flow control"): pause a job type or a pool
@@ -56,7 +56,7 @@ export function resumeRateKey(sql: Sql, key: string, resumedBy: string, options:
   return translated(() => resumeRateKeyRow(sql, key, resumedBy, options.now));
 }
 
-/** The rate key each job type declares, by type (only the types that declare one). */
-export function typeRateKeys(sql: Queryable): Promise<Map<string, string>> {
-  return typeRateKeyRows(sql);
+/** The rate key and fairness key each job type declares, by type (only the types that declare one). */
+export function typeFlowKeys(sql: Queryable): Promise<Map<string, TypeFlowKeys>> {
+  return typeFlowKeyRows(sql);
 }

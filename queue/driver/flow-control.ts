@@ -110,11 +110,17 @@ export async function resumeRateKeyRow(sql: Queryable, key: string, resumedBy: s
   };
 }
 
-/** The rate key each job type declares (worker.job_types.rate_key), for the types that declare one. */
-export async function typeRateKeyRows(sql: Queryable): Promise<Map<string, string>> {
-  const rows = await sql`select type, rate_key from worker.job_types where rate_key is not null order by type`;
+/** What a job type declares of flow control, for the types that declare a rate key or a fairness key. */
+export interface TypeFlowKeys {
+  rateKey: string | null;
+  /** The fairness key's template (account:{accountId}). */
+  fairKey: string | null;
+}
+
+export async function typeFlowKeyRows(sql: Queryable): Promise<Map<string, TypeFlowKeys>> {
+  const rows = await sql`select type, rate_key, fair_key from worker.job_types where rate_key is not null or fair_key is not null order by type`;
   return new Map(rows.map((row) => {
     const r = record(row, 'job_types row');
-    return [text(r.type, 'type'), text(r.rate_key, 'rate_key')];
+    return [text(r.type, 'type'), { rateKey: r.rate_key === null ? null : text(r.rate_key, 'rate_key'), fairKey: r.fair_key === null ? null : text(r.fair_key, 'fair_key') }];
   }));
 }

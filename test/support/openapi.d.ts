@@ -495,7 +495,7 @@ export interface paths {
                                 /** @description the window: '30s', '1m', '1h', '1d', or milliseconds (1 s to 7 days) */
                                 per: string | number;
                             };
-                            /** @description claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key */
+                            /** @description claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key (admin only then) */
                             fairnessKey?: string;
                         }[];
                     };
@@ -691,7 +691,7 @@ export interface paths {
                             /** @description the window: '30s', '1m', '1h', '1d', or milliseconds (1 s to 7 days) */
                             per: string | number;
                         };
-                        /** @description claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key */
+                        /** @description claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key (admin only then) */
                         fairnessKey?: string;
                     };
                 };

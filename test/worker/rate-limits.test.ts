@@ -96,4 +96,21 @@ describe('POST /v1/jobs with its own rate limit and fairness key', () => {
       await h.sql`update worker.job_types set rate_key = null where type = 'countdown'`;
     }
   });
+
+  it("without the admin token, an enqueue cannot take a job off its type's fairness key", async () => {
+    await h.sql`update worker.job_types set fair_key = 'account:{n}' where type = 'countdown'`;
+    try {
+      const before = await jobCount();
+      const off = await h.request('/v1/jobs/batch', { method: 'POST', token: 'enqueue', json: { jobs: [{ type: 'countdown', payload: { n: 1 }, fairnessKey: 'mine' }] } });
+      expect(off.status).toBe(403);
+      expect((await json(off)).error).toMatchObject({ field: 'jobs[0].fairnessKey', message: expect.stringMatching(/job type countdown has its own fairness key \(account:\{n\}\)/) });
+      expect(await jobCount()).toBe(before);
+      const plain = await h.request('/v1/jobs', { method: 'POST', token: 'enqueue', json: { type: 'countdown', payload: { n: 1 } } });
+      expect((await h.sql`select fair_key from worker.jobs where id = ${(await json(plain)).job.id}`)[0]!.fair_key).toBe('account:1');
+      const admin = await h.request('/v1/jobs', { method: 'POST', token: 'admin', json: { type: 'countdown', payload: { n: 1 }, fairnessKey: 'mine' } });
+      expect(admin.status).toBe(201);
+    } finally {
+      await h.sql`update worker.job_types set fair_key = null where type = 'countdown'`;
+    }
+  });
 });

@@ -2,7 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
   cancelJob, DEADLINE_SEVERITIES, decodeCursor, enqueue, enqueueBatch, MAX_DEADLINE_MS, failJobPermanently, getJob, JOB_STATUSES, jobFamily, listJobs, NotFoundError,
-  releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, typeRateKeys, type EnqueueInput, type JsonObject, type Queryable,
+  releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, typeFlowKeys, type EnqueueInput, type JsonObject, type Queryable,
 } from '../../../queue/index.ts';
 import type { WorkerEnv } from '../../config.ts';
 import { requireScope, scopesOf } from '../auth.ts';
@@ -52,7 +52,7 @@ export const enqueueSchema = z
     }),
     rateLimit: rateLimitField.optional(),
     fairnessKey: key.optional().openapi({
-      description: "claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key",
+      description: "claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key (admin only then)",
     }),
   })
   .refine((b) => !(b.runAt && b.delayMs !== undefined), { message: 'give runAt or delayMs, not both', path: ['delayMs'] });
@@ -87,24 +87,31 @@ async function refuseInternalTypes(c: Context<AppEnv>, sql: Queryable, types: st
 }
 
 /**
- * A job type's rate key guards a provider's budget (provision_db's DigitalOcean calls): without
- * the admin scope, an enqueue may neither move a job of such a type to a key of its own nor put
- * its job on a key a type declares, where it would spend that type's starts. Checked before
- * anything is written. `fieldOf(i)` names the i-th job's field.
+ * A job type's rate key guards a provider's budget (provision_db's DigitalOcean calls), and its
+ * fairness key the share each account gets: without the admin scope, an enqueue may neither move
+ * a job of such a type to a key of its own nor put its job on a rate key a type declares, where it
+ * would spend that type's starts. Checked before anything is written. `fieldOf(i, f)` names the
+ * i-th job's field f.
  */
-async function refuseForeignRateKeys(c: Context<AppEnv>, sql: Queryable, inputs: EnqueueBody[], fieldOf: (i: number) => string): Promise<void> {
-  if (!inputs.some((b) => b.rateLimit !== undefined)) return;
-  const declared = await typeRateKeys(sql);
-  const owners = new Set(declared.values());
-  const refused = inputs.findIndex((b) => b.rateLimit !== undefined && (declared.has(b.type) || owners.has(b.rateLimit.key)));
+async function refuseForeignFlowKeys(c: Context<AppEnv>, sql: Queryable, inputs: EnqueueBody[], fieldOf: (i: number, field: string) => string): Promise<void> {
+  if (!inputs.some((b) => b.rateLimit !== undefined || b.fairnessKey !== undefined)) return;
+  const declared = await typeFlowKeys(sql);
+  const owners = (key: string) => [...declared].filter(([, k]) => k.rateKey === key).map(([t]) => t);
+  const refusal = (b: EnqueueBody): [string, string] | null => {
+    const own = declared.get(b.type);
+    if (b.rateLimit !== undefined && own?.rateKey) return ['rateLimit', `job type ${b.type} has its own rate limit (key ${own.rateKey}): leave rateLimit out (the admin token may override it)`];
+    if (b.rateLimit !== undefined && owners(b.rateLimit.key).length > 0) {
+      return ['rateLimit', `rate key ${b.rateLimit.key} belongs to job type(s) ${owners(b.rateLimit.key).join(', ')}: choose another key (the admin token may use it)`];
+    }
+    if (b.fairnessKey !== undefined && own?.fairKey) return ['fairnessKey', `job type ${b.type} has its own fairness key (${own.fairKey}): leave fairnessKey out (the admin token may override it)`];
+    return null;
+  };
+  const refused = inputs.findIndex((b) => refusal(b) !== null);
   if (refused < 0) return;
   const scopes = await scopesOf(c.env as WorkerEnv, c.req.header('authorization'));
   if (scopes?.includes('admin')) return;
-  const body = inputs[refused]!;
-  const message = declared.has(body.type)
-    ? `job type ${body.type} has its own rate limit (key ${declared.get(body.type)}): leave rateLimit out (the admin token may override it)`
-    : `rate key ${body.rateLimit!.key} belongs to job type(s) ${[...declared].filter(([, k]) => k === body.rateLimit!.key).map(([t]) => t).join(', ')}: choose another key (the admin token may use it)`;
-  throw new HttpError(403, 'forbidden', message, fieldOf(refused));
+  const [field, message] = refusal(inputs[refused]!)!;
+  throw new HttpError(403, 'forbidden', message, fieldOf(refused, field));
 }
 
 const batchSchema = z.strictObject({ jobs: z.array(enqueueSchema).min(1).max(1000) });
@@ -119,7 +126,7 @@ mount(jobs, createRoute({
   const body = await readJson(c, batchSchema);
   const inv = await invocationOf(c);
   await refuseInternalTypes(c, inv.sql, body.jobs.map((j) => j.type), (i) => `jobs[${i}].type`);
-  await refuseForeignRateKeys(c, inv.sql, body.jobs, (i) => `jobs[${i}].rateLimit`);
+  await refuseForeignFlowKeys(c, inv.sql, body.jobs, (i, field) => `jobs[${i}].${field}`);
   const results = await enqueueBatch(inv.sql, body.jobs.map(toEnqueueInput));
   c.set('kick', true);
   return c.json({ jobs: results.map((r) => jobJson(r.job)) }, 201);
@@ -139,7 +146,7 @@ mount(jobs, createRoute({
   const body = await readJson(c, enqueueSchema);
   const inv = await invocationOf(c);
   await refuseInternalTypes(c, inv.sql, [body.type], () => 'type');
-  await refuseForeignRateKeys(c, inv.sql, [body], () => 'rateLimit');
+  await refuseForeignFlowKeys(c, inv.sql, [body], (_i, field) => field);
   const result = await enqueue(inv.sql, toEnqueueInput(body));
   if (result.duplicate) return c.json({ job: jobJson(result.job), duplicate: true }, 200);
   c.set('kick', true);
