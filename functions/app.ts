@@ -7,6 +7,7 @@ import { createRouter, serveDocument } from './http/openapi.ts';
 import { health } from './http/routes/health.ts';
 import { jobs } from './http/routes/jobs.ts';
 import { pauses } from './http/routes/pauses.ts';
+import { rateLimits } from './http/routes/rate-limits.ts';
 import { signals } from './http/routes/signals.ts';
 import { metrics } from './http/routes/metrics.ts';
 import { provisioning } from './http/routes/provisioning.ts';
@@ -87,6 +88,7 @@ export function createApp() {
   app.route('/', jobs);
   app.route('/', signals);
   app.route('/', pauses);
+  app.route('/', rateLimits);
   app.route('/', admin);
   app.route('/', builds);
   app.route('/', provisioning);

@@ -207,6 +207,8 @@ const configSchema = z.object({
   FINISHED_RETENTION_MS: intVar('FINISHED_RETENTION_MS', 7 * 86_400_000, 60_000, 3650 * 86_400_000),
   FAILED_RETENTION_MS: intVar('FAILED_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
   EVENT_RETENTION_MS: intVar('EVENT_RETENTION_MS', 30 * 86_400_000, 60_000, 3650 * 86_400_000),
+  // a signal event no wait took: dropped after this long (as long as finished jobs are kept, by default)
+  KEPT_SIGNAL_RETENTION_MS: intVar('KEPT_SIGNAL_RETENTION_MS', 7 * 86_400_000, 60_000, 3650 * 86_400_000),
   LOG_STEPS: anyVar.transform((raw) => raw !== 'false'),
   DASHBOARD_IDLE_MS: intVar('DASHBOARD_IDLE_MS', 1_800_000, 60_000, 12 * 3_600_000),
   ALERT_WEBHOOK_URL: optionalText,
@@ -242,6 +244,7 @@ function toConfig(env: WorkerEnv): WorkerConfig {
     finishedRetentionMs: v.FINISHED_RETENTION_MS,
     failedRetentionMs: v.FAILED_RETENTION_MS,
     eventRetentionMs: v.EVENT_RETENTION_MS,
+    keptSignalRetentionMs: v.KEPT_SIGNAL_RETENTION_MS,
     logSteps: v.LOG_STEPS,
     dashboardIdleMs: v.DASHBOARD_IDLE_MS,
     alertWebhookUrl: v.ALERT_WEBHOOK_URL ?? null,

@@ -3,6 +3,7 @@ import { translatePgError, ValidationError } from './errors.ts';
 import { enqueueRow, enqueueRows } from './driver/enqueue.ts';
 import { typeAccessRows } from './driver/job-types.ts';
 import type { DeadlineSeverity, Job, JsonObject } from './job.ts';
+import type { TypeRateLimit as RateLimit } from './flow-types.ts';
 import type { JobAccess } from './registry.ts';
 
 export interface EnqueueInput {
@@ -28,6 +29,14 @@ export interface EnqueueInput {
   deadlineMs?: number;
   /** The alert's severity (default: the type's, else 'warning'). Needs a deadline, the job's or its type's. */
   deadlineSeverity?: DeadlineSeverity;
+  /**
+   * This job's rate limit, over its type's (docs/engine.md, "Flow control"): no more than `limit`
+   * steps of the key's jobs start in any window of `per`. A key holds one limit: naming an
+   * existing key with another limit or window is a ConflictError (SB409), nothing written.
+   */
+  rateLimit?: RateLimit;
+  /** This job's fairness key (literal text), over its type's: claims take due jobs round-robin across keys. */
+  fairnessKey?: string;
 }
 
 export interface EnqueueResult {

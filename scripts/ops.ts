@@ -17,7 +17,7 @@ const STUCK_MS = 2 * 3_600_000;
 
 interface Options {
   reason?: string;
-  /** Who pauses (pause-type, pause-pool). */
+  /** Who pauses (pause-type, pause-pool) or resumes a rate key (resume-rate-key). */
   by?: string;
   force: boolean;
   olderThanMs: number;

@@ -19,6 +19,7 @@ begin
     select j.id, j.type, j.pool, j.run_at
       from worker.jobs j
      where j.status = 'queued' and j.run_at < v_cutoff
+       and not worker.claim_held_by_pause(j, v_now)
        and (j.concurrency_key is null or
             (select count(*) from worker.jobs r
               where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit)
@@ -53,6 +54,7 @@ begin
          select 1 from worker.jobs j
           where j.status = 'queued' and j.run_at < v_cutoff
             and j.type = a.detail->>'type' and j.pool is not distinct from a.detail->>'pool'
+            and not worker.claim_held_by_pause(j, v_now)
             and (j.concurrency_key is null or
                  (select count(*) from worker.jobs r
                    where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit)

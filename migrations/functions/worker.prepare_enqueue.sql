@@ -81,7 +81,7 @@ begin
   -- job of the type off its key or raise its limit. A caller may restate the derived key and
   -- limit (the provisioning routes do), nothing else.
   if v_type.concurrency_key is not null then
-    v_key := worker.type_concurrency_key(v_type.concurrency_key, p_payload);
+    v_key := worker.payload_key(v_type.concurrency_key, p_payload, 'concurrency key');
     v_limit := v_type.concurrency_limit;
     if (p_concurrency_key is not null and p_concurrency_key <> v_key)
        or (p_concurrency_limit is not null and p_concurrency_limit <> v_limit) then
@@ -111,10 +111,11 @@ begin
   v_job.pool := p_pool;
   v_job.concurrency_key := v_key;
   v_job.concurrency_limit := v_limit;
-  -- The type's rate key and fairness key (0210), from the type alone: no caller moves a job off them.
+  -- The type's rate key and fairness key (0210); an enqueue that names its own replaces them
+  -- after this (worker.prepare_flow_keys, 0240).
   v_job.rate_key := v_type.rate_key;
   if v_type.fair_key is not null then
-    v_job.fair_key := worker.type_concurrency_key(v_type.fair_key, p_payload);
+    v_job.fair_key := worker.payload_key(v_type.fair_key, p_payload, 'fairness key');
   end if;
   v_job.created_at := coalesce(p_now, now());
   job := v_job;

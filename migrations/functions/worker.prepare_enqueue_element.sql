@@ -25,6 +25,10 @@ begin
   select * into v_p from worker.prepare_deadline(v_p.job, v_p.request,
     case when e ? 'deadlineMs' then worker.enqueue_int(e, 'deadlineMs', -9223372036854775808, 9223372036854775807)::bigint end,
     case when e ? 'deadlineSeverity' then worker.enqueue_text(e, 'deadlineSeverity') end);
+  if e ? 'rateLimit' or e ? 'fairnessKey' then
+    select * into v_p from worker.prepare_flow_keys(v_p.job, v_p.request, e->'rateLimit',
+      case when e ? 'fairnessKey' then worker.enqueue_text(e, 'fairnessKey') end);
+  end if;
   job := v_p.job;
   request := v_p.request;
 end $function$

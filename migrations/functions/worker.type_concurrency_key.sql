@@ -1,25 +1,9 @@
 CREATE OR REPLACE FUNCTION worker.type_concurrency_key(p_template text, p_payload jsonb)
  RETURNS text
- LANGUAGE plpgsql
+ LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-declare
-  v_key  text := '';
-  v_part text[];
-  v      jsonb;
-begin
-  for v_part in select m from regexp_matches(p_template, '([^{}]+)|\{([A-Za-z_][A-Za-z0-9_]*)\}', 'g') m loop
-    if v_part[1] is not null then
-      v_key := v_key || v_part[1];
-    else
-      v := p_payload->v_part[2];
-      if v is null or jsonb_typeof(v) not in ('string', 'number') or v #>> '{}' = '' then
-        raise exception 'payload.% must be a non-empty string: it makes this job''s concurrency key (%)', v_part[2], p_template
-          using errcode = 'SB400', column = 'payload.' || v_part[2];
-      end if;
-      v_key := v_key || (v #>> '{}');
-    end if;
-  end loop;
-  return v_key;
-end $function$
+  -- kept for SQL written against 0120; the engine calls worker.payload_key itself
+  select worker.payload_key(p_template, p_payload, 'concurrency key')
+$function$
 ;

@@ -17,18 +17,22 @@ export async function enqueueRow(sql: Queryable, input: EnqueueInput, now: Date 
       ${input.submitKey ?? null}, ${input.pool ?? null}, ${input.weight ?? null},
       ${input.concurrencyKey ?? null}, ${input.concurrencyLimit ?? null}::int,
       ${input.delayMs ?? null}::bigint, ${now ?? null}::timestamptz
-      ${deadlineArgs(sql, input)}) as j`;
+      ${trailingArgs(sql, input)}) as j`;
   return parseEnqueued(record(row, 'enqueue_job_ex row').j);
 }
 
 /**
  * The per-job deadline's arguments, only when the job has one: the statement of a job without
  * stays the one it was before 0180 (one prepared statement for the common enqueue, and a
- * database not yet migrated still takes it).
+ * database not yet migrated still takes it). The same for its rate limit and fairness key.
  */
-function deadlineArgs(sql: Queryable, input: EnqueueInput) {
-  if (input.deadlineMs === undefined && input.deadlineSeverity === undefined) return sql``;
-  return sql`, ${input.deadlineMs ?? null}::bigint, ${input.deadlineSeverity ?? null}::text`;
+function trailingArgs(sql: Queryable, input: EnqueueInput) {
+  const flow = input.rateLimit !== undefined || input.fairnessKey !== undefined;
+  if (input.deadlineMs === undefined && input.deadlineSeverity === undefined && !flow) return sql``;
+  const deadline = sql`, ${input.deadlineMs ?? null}::bigint, ${input.deadlineSeverity ?? null}::text`;
+  if (!flow) return deadline;
+  // the job's own rate limit and fairness key (0240), likewise only when given
+  return sql`${deadline}, ${input.rateLimit === undefined ? null : sql.json(input.rateLimit as unknown as Json)}::jsonb, ${input.fairnessKey ?? null}::text`;
 }
 
 /** worker.enqueue_jobs: many jobs in one statement, all or nothing. */

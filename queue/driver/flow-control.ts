@@ -89,3 +89,38 @@ export async function rateLimitRows(sql: Queryable, now: Date | undefined): Prom
     };
   });
 }
+
+export interface RateKeyResumed {
+  key: string;
+  /** The end the pause had. */
+  pausedUntil: Date;
+  pauseReason: string | null;
+  /** Jobs a 429 of the key had queued for the pause's end, due now. */
+  jobsDue: number;
+}
+
+export async function resumeRateKeyRow(sql: Queryable, key: string, resumedBy: string, now: Date | undefined): Promise<RateKeyResumed> {
+  const [row] = await sql`select * from worker.resume_rate_key(${key}::text, ${resumedBy}::text, ${now ?? null}::timestamptz)`;
+  const r = record(row, 'resume_rate_key row');
+  return {
+    key: text(r.key, 'key'),
+    pausedUntil: time(r.paused_until, 'paused_until'),
+    pauseReason: r.pause_reason === null ? null : text(r.pause_reason, 'pause_reason'),
+    jobsDue: int(r.jobs_due, 'jobs_due'),
+  };
+}
+
+/** What a job type declares of flow control, for the types that declare a rate key or a fairness key. */
+export interface TypeFlowKeys {
+  rateKey: string | null;
+  /** The fairness key's template (account:{accountId}). */
+  fairKey: string | null;
+}
+
+export async function typeFlowKeyRows(sql: Queryable): Promise<Map<string, TypeFlowKeys>> {
+  const rows = await sql`select type, rate_key, fair_key from worker.job_types where rate_key is not null or fair_key is not null order by type`;
+  return new Map(rows.map((row) => {
+    const r = record(row, 'job_types row');
+    return [text(r.type, 'type'), { rateKey: r.rate_key === null ? null : text(r.rate_key, 'rate_key'), fairKey: r.fair_key === null ? null : text(r.fair_key, 'fair_key') }];
+  }));
+}

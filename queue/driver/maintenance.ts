@@ -80,6 +80,20 @@ export async function deleteOldEvents(sql: Queryable, options: { retentionMs: nu
   return row?.n ?? 0;
 }
 
+export interface SignalPruneCounts {
+  signalWaits: number;
+  signalEvents: number;
+  signalEventsExpired: number;
+  signalChannels: number;
+}
+
+/** worker.prune_signals (migrations/functions/worker.prune_signals.sql): one bounded pass over the signals' rows. */
+export async function pruneSignals(sql: Queryable, options: { keptRetentionMs: number; limit: number; now: Date | undefined }): Promise<SignalPruneCounts> {
+  const [row] = await sql<{ waits: number; events: number; expired: number; channels: number }[]>`
+    select * from worker.prune_signals(${before(sql, options.now, options.keptRetentionMs)}, ${options.limit}::int)`;
+  return { signalWaits: row?.waits ?? 0, signalEvents: row?.events ?? 0, signalEventsExpired: row?.expired ?? 0, signalChannels: row?.channels ?? 0 };
+}
+
 /** Open (or see again) a stuck_job alert for each job running since before `thresholdMs` ago; how many opened. */
 export async function openStuckJobAlerts(sql: Queryable, thresholdMs: number, now: Date | undefined): Promise<number> {
   const [row] = await sql<{ n: number }[]>`

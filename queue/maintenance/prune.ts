@@ -9,6 +9,11 @@ export interface PruneOptions {
   failedRetentionMs?: number;
   /** Keep events this long (default 30 days). */
   eventRetentionMs?: number;
+  /**
+   * Keep a signal event no wait has taken this long (default: finishedRetentionMs, 7 days); an
+   * older one is dropped unconsumed and counted in `signalEventsExpired`.
+   */
+  keptSignalRetentionMs?: number;
   /** At most this many rows of each kind per pass, so one pass stays short. */
   limit?: number;
   now?: Date;
@@ -17,11 +22,19 @@ export interface PruneOptions {
 export interface PruneCounts {
   jobs: number;
   events: number;
+  /** Waits (worker.job_waits) of jobs that ended or are gone. */
+  signalWaits: number;
+  /** Kept signal events of jobs that ended or are gone: no wait can take them any more. */
+  signalEvents: number;
+  /** Kept signal events older than keptSignalRetentionMs, dropped before any wait took them. */
+  signalEventsExpired: number;
+  /** Signal channels with no wait and no kept event left on them. */
+  signalChannels: number;
 }
 
 const DAY_MS = 86_400_000;
 
-/** Delete finished jobs and events past their retention; returns how many of each. */
+/** Delete finished jobs, events and the signals' rows past their retention; returns how many of each. */
 export async function pruneFinished(sql: Queryable, options: PruneOptions = {}): Promise<PruneCounts> {
   const limit = options.limit ?? 10_000;
   const jobs = await driver.deleteFinishedJobs(sql, {
@@ -31,7 +44,13 @@ export async function pruneFinished(sql: Queryable, options: PruneOptions = {}):
     now: options.now,
   });
   const events = await driver.deleteOldEvents(sql, { retentionMs: options.eventRetentionMs ?? 30 * DAY_MS, limit, now: options.now });
-  return { jobs, events };
+  // after the jobs: the waits and events of the jobs this pass deleted go in the same pass
+  const signals = await driver.pruneSignals(sql, {
+    keptRetentionMs: options.keptSignalRetentionMs ?? options.finishedRetentionMs ?? 7 * DAY_MS,
+    limit,
+    now: options.now,
+  });
+  return { jobs, events, ...signals };
 }
 
 export const pruneService: MaintenanceService<PruneCounts> = {
@@ -40,6 +59,7 @@ export const pruneService: MaintenanceService<PruneCounts> = {
       finishedRetentionMs: ctx.config.finishedRetentionMs,
       failedRetentionMs: ctx.config.failedRetentionMs,
       eventRetentionMs: ctx.config.eventRetentionMs,
+      keptSignalRetentionMs: ctx.config.keptSignalRetentionMs,
       now: statementNow(ctx),
     }),
 };

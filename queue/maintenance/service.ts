@@ -13,6 +13,8 @@ export interface MaintenanceConfig {
   finishedRetentionMs: number;
   failedRetentionMs: number;
   eventRetentionMs: number;
+  /** A signal event no wait took is dropped after this long (default finishedRetentionMs). */
+  keptSignalRetentionMs?: number;
   /** More acquisitions of the leader lease than maxChanges within windowMs opens leader_churn (default LEADER_CHURN). */
   leaderChurn?: { maxChanges: number; windowMs: number };
 }

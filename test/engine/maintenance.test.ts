@@ -20,8 +20,8 @@ describe('maintenance', () => {
     await db.sql`update worker.jobs set status = 'failed', finished_at = ${at(1000)} where id = ${failed.job.id}`;
     const live = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'live' }, runAt: at(60 * DAY) }, { now: at(0) });
 
-    expect(await pruneFinished(db.sql, { now: at(6 * DAY), eventRetentionMs: 60 * DAY })).toEqual({ jobs: 0, events: 0 });
-    expect(await pruneFinished(db.sql, { now: at(8 * DAY), eventRetentionMs: 60 * DAY })).toEqual({ jobs: 1, events: 0 });
+    expect(await pruneFinished(db.sql, { now: at(6 * DAY), eventRetentionMs: 60 * DAY })).toMatchObject({ jobs: 0, events: 0 });
+    expect(await pruneFinished(db.sql, { now: at(8 * DAY), eventRetentionMs: 60 * DAY })).toMatchObject({ jobs: 1, events: 0 });
     const ids = async () => (await db.sql`select id from worker.jobs`).map((r) => r.id);
     expect(await ids()).not.toContain(done.job.id);
     expect(await ids()).toContain(failed.job.id);

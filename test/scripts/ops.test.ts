@@ -188,6 +188,27 @@ describe('npm run ops: pause and resume', () => {
   });
 });
 
+describe('npm run ops: rate keys', () => {
+  it("rate-limits shows each key's limit, window and pause; resume-rate-key ends a 429's pause and names the jobs due", async () => {
+    // priority 0: the next claim's first job, whatever the file's other tests left queued
+    const { job } = await enqueue(db.sql, { type: 'uppercase', payload: { text: 'rated' }, priority: 0, rateLimit: { key: 'ops:provider', limit: 4, per: '1m' } });
+    const [claimed] = await claimJobs(db.sql, { workerId: 'ops-rate', limit: 1 });
+    expect(claimed!.id).toBe(job.id);
+    await db.sql`select worker.settle_rate_limited(${job.id}::uuid, ${claimed!.leaseToken}::uuid, 3600000, 'provider answered 429')`;
+    const listed = await ops(['rate-limits']);
+    expect(listed.code).toBe(0);
+    expect(listed.out).toMatch(/ops:provider\s+4 per 60s\s+1\s+1\s+\S+.*provider answered 429/);
+    const resumed = await ops(['resume-rate-key', 'ops:provider', '--by', 'alice']);
+    expect(resumed).toMatchObject({ code: 0, out: expect.stringMatching(/resumed rate key ops:provider \(paused until .*: provider answered 429\); 1 job\(s\) due now/) });
+    const [event] = await db.sql`select detail from worker.job_events where job_id = ${job.id} and kind = 'resumed'`;
+    expect(event!.detail).toMatchObject({ rateKey: 'ops:provider', by: 'alice' });
+    const [again, unknown, none] = await Promise.all([ops(['resume-rate-key', 'ops:provider']), ops(['resume-rate-key', 'ops:nope']), ops(['resume-rate-key'])]);
+    expect(again).toMatchObject({ code: 1, out: expect.stringContaining('rate key "ops:provider" is not paused') });
+    expect(unknown).toMatchObject({ code: 1, out: expect.stringContaining('rate key "ops:nope" does not exist') });
+    expect(none).toMatchObject({ code: 2, out: expect.stringContaining('resume-rate-key needs a rate key') });
+  });
+});
+
 describe('npm run ops: signals', () => {
   it('signal <id> <name> resumes a waiting job with the payload; event <name> --key delivers or keeps', async () => {
     const name = `ops-${crypto.randomUUID().slice(0, 8)}`;

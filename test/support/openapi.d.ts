@@ -487,6 +487,16 @@ export interface paths {
                              * @enum {string}
                              */
                             deadlineSeverity?: "warning" | "critical";
+                            /** @description at most `limit` steps of the key's jobs start in any window of `per`; overrides the type's rate limit (admin only then). A key has one limit: naming an existing key with another is a 409; a key a job type declares takes the admin token */
+                            rateLimit?: {
+                                /** @description literal text, e.g. provider:stripe */
+                                key: string;
+                                limit: number;
+                                /** @description the window: '30s', '1m', '1h', '1d', or milliseconds (1 s to 7 days) */
+                                per: string | number;
+                            };
+                            /** @description claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key (admin only then) */
+                            fairnessKey?: string;
                         }[];
                     };
                 };
@@ -673,6 +683,16 @@ export interface paths {
                          * @enum {string}
                          */
                         deadlineSeverity?: "warning" | "critical";
+                        /** @description at most `limit` steps of the key's jobs start in any window of `per`; overrides the type's rate limit (admin only then). A key has one limit: naming an existing key with another is a 409; a key a job type declares takes the admin token */
+                        rateLimit?: {
+                            /** @description literal text, e.g. provider:stripe */
+                            key: string;
+                            limit: number;
+                            /** @description the window: '30s', '1m', '1h', '1d', or milliseconds (1 s to 7 days) */
+                            per: string | number;
+                        };
+                        /** @description claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key (admin only then) */
+                        fairnessKey?: string;
                     };
                 };
             };
@@ -1965,6 +1985,205 @@ export interface paths {
                 };
                 /** @description the token lacks the scope, or the resource is another account's */
                 403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the job is in a state the action does not apply to */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the body is larger than the route accepts */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rate-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every rate key: its limit, the starts in its window, a provider's pause */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the rate keys, by key */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            rateLimits: {
+                                key: string;
+                                limit: number;
+                                /** @description the window, in milliseconds */
+                                perMs: number;
+                                /** @description steps of the key's jobs started in the window ending now */
+                                startedInWindow: number;
+                                /**
+                                 * Format: date-time
+                                 * @description while a provider's 429 holds the key: claims skip its jobs until then
+                                 */
+                                pausedUntil: string | null;
+                                pauseReason: string | null;
+                                /** @description the key's queued jobs (due or not) */
+                                queued: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not configured, or the database is unavailable (Retry-After) */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rate-limits/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End a rate key's pause now: claims take its jobs again, within its limit */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        key: string;
+                        /** @description who resumes (default: "http"); in each resumed job's history */
+                        resumedBy?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description the pause that ended */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            resumed: {
+                                key: string;
+                                /**
+                                 * Format: date-time
+                                 * @description the end the pause had
+                                 */
+                                pausedUntil: string;
+                                pauseReason: string | null;
+                                /** @description jobs a 429 of the key had queued for the pause's end, due now */
+                                jobsDue: number;
+                            };
+                        };
+                    };
+                };
+                /** @description invalid input: the body, a field or a parameter (error.field names it) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description missing or invalid bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the token lacks the scope, or the resource is another account's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description no such resource */
+                404: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -29,6 +29,8 @@ const ADDED: Record<string, string[]> = {
     'worker.resume_claims.sql', 'worker.settle_rate_limited.sql'],
   '0220': ['worker.bulk_apply.sql', 'worker.bulk_cancel.sql', 'worker.bulk_requeue.sql', 'worker.dead_letters.sql', 'worker.error_fingerprint.sql',
     'worker.job_filter_matches.sql', 'worker.job_filter_next_ids.sql', 'worker.job_filter_of.sql', 'worker.normalize_error.sql', 'worker.replay_job.sql'],
+  '0240': ['worker.claim_held_by_pause.sql', 'worker.payload_key.sql', 'worker.prepare_flow_keys.sql', 'worker.prune_signals.sql',
+    'worker.resume_rate_key.sql'],
 };
 
 const dirs: string[] = [];

@@ -61,6 +61,8 @@ const SCOPES: Record<string, Scope[]> = {
   'GET /v1/pauses': ['admin', 'metrics'],
   'POST /v1/pauses': ['admin'],
   'POST /v1/pauses/resume': ['admin'],
+  'GET /v1/rate-limits': ['admin', 'metrics'],
+  'POST /v1/rate-limits/resume': ['admin'],
   'POST /v1/jobs/:id/replay': ['admin'],
   'POST /v1/jobs/bulk/retry': ['admin'],
   'POST /v1/jobs/bulk/cancel': ['admin'],

@@ -90,6 +90,7 @@ const NOT_ACCOUNT_BOUND: Record<string, string> = {
   'POST /v1/events': 'admin: an event for the jobs waiting on a (name, key), whichever account they belong to',
   'POST /v1/pauses': 'admin: pauses a job type or a pool, for every account',
   'POST /v1/pauses/resume': 'admin: resumes a job type or a pool, for every account',
+  'POST /v1/rate-limits/resume': "admin: ends a rate key's pause, for every account's jobs on the key",
 };
 
 describe('every route that takes an account or a service', () => {

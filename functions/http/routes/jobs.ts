@@ -2,7 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import {
   cancelJob, DEADLINE_SEVERITIES, decodeCursor, enqueue, enqueueBatch, MAX_DEADLINE_MS, failJobPermanently, getJob, JOB_STATUSES, jobFamily, jobWait, listJobs, NotFoundError,
-  releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, type EnqueueInput, type JsonObject, type Queryable,
+  releaseJobLease, requeueJob, rescheduleJob, setJobPriority, typeAccess, typeFlowKeys, type EnqueueInput, type JsonObject, type Queryable,
 } from '../../../queue/index.ts';
 import type { WorkerEnv } from '../../config.ts';
 import { requireScope, scopesOf } from '../auth.ts';
@@ -20,6 +20,17 @@ const key = z.string().min(1).max(200);
 const runAtField = z.iso
   .datetime({ offset: true })
   .refine((s) => new Date(s).getUTCFullYear() >= 1, 'runAt must be in year 1 or later');
+/** An enqueue's own rate limit; the window's form and range are the engine's to check (rateLimit.per). */
+const rateLimitField = z
+  .strictObject({
+    key: z.string().min(1).max(200).openapi({ description: 'literal text, e.g. provider:stripe' }),
+    limit: z.number().int().min(1).max(100_000),
+    per: z.union([z.string().max(20), z.number().int()]).openapi({ description: "the window: '30s', '1m', '1h', '1d', or milliseconds (1 s to 7 days)" }),
+  })
+  .openapi({
+    description: "at most `limit` steps of the key's jobs start in any window of `per`; overrides the type's rate limit (admin only then). " +
+      'A key has one limit: naming an existing key with another is a 409; a key a job type declares takes the admin token',
+  });
 export const enqueueSchema = z
   .strictObject({
     type: z.string().min(1).max(63),
@@ -39,6 +50,10 @@ export const enqueueSchema = z
     }),
     deadlineSeverity: z.enum(DEADLINE_SEVERITIES).optional().openapi({
       description: "the alert's severity ('critical' is the manual's P1); default the type's, else 'warning'; needs a deadline, the job's or its type's",
+    }),
+    rateLimit: rateLimitField.optional(),
+    fairnessKey: key.optional().openapi({
+      description: "claims take due jobs round-robin across fairness keys (e.g. tenant:42); overrides the type's fairness key (admin only then)",
     }),
   })
   .refine((b) => !(b.runAt && b.delayMs !== undefined), { message: 'give runAt or delayMs, not both', path: ['delayMs'] });
@@ -72,6 +87,34 @@ async function refuseInternalTypes(c: Context<AppEnv>, sql: Queryable, types: st
   throw new HttpError(403, 'forbidden', `job type ${type} is internal: enqueue it through ${via ?? 'its own route'} (the admin token may enqueue it here)`, fieldOf(refused));
 }
 
+/**
+ * A job type's rate key guards a provider's budget (provision_db's DigitalOcean calls), and its
+ * fairness key the share each account gets: without the admin scope, an enqueue may neither move
+ * a job of such a type to a key of its own nor put its job on a rate key a type declares, where it
+ * would spend that type's starts. Checked before anything is written. `fieldOf(i, f)` names the
+ * i-th job's field f.
+ */
+async function refuseForeignFlowKeys(c: Context<AppEnv>, sql: Queryable, inputs: EnqueueBody[], fieldOf: (i: number, field: string) => string): Promise<void> {
+  if (!inputs.some((b) => b.rateLimit !== undefined || b.fairnessKey !== undefined)) return;
+  const declared = await typeFlowKeys(sql);
+  const owners = (key: string) => [...declared].filter(([, k]) => k.rateKey === key).map(([t]) => t);
+  const refusal = (b: EnqueueBody): [string, string] | null => {
+    const own = declared.get(b.type);
+    if (b.rateLimit !== undefined && own?.rateKey) return ['rateLimit', `job type ${b.type} has its own rate limit (key ${own.rateKey}): leave rateLimit out (the admin token may override it)`];
+    if (b.rateLimit !== undefined && owners(b.rateLimit.key).length > 0) {
+      return ['rateLimit', `rate key ${b.rateLimit.key} belongs to job type(s) ${owners(b.rateLimit.key).join(', ')}: choose another key (the admin token may use it)`];
+    }
+    if (b.fairnessKey !== undefined && own?.fairKey) return ['fairnessKey', `job type ${b.type} has its own fairness key (${own.fairKey}): leave fairnessKey out (the admin token may override it)`];
+    return null;
+  };
+  const refused = inputs.findIndex((b) => refusal(b) !== null);
+  if (refused < 0) return;
+  const scopes = await scopesOf(c.env as WorkerEnv, c.req.header('authorization'));
+  if (scopes?.includes('admin')) return;
+  const [field, message] = refusal(inputs[refused]!)!;
+  throw new HttpError(403, 'forbidden', message, fieldOf(refused, field));
+}
+
 const batchSchema = z.strictObject({ jobs: z.array(enqueueSchema).min(1).max(1000) });
 
 mount(jobs, createRoute({
@@ -84,6 +127,7 @@ mount(jobs, createRoute({
   const body = await readJson(c, batchSchema);
   const inv = await invocationOf(c);
   await refuseInternalTypes(c, inv.sql, body.jobs.map((j) => j.type), (i) => `jobs[${i}].type`);
+  await refuseForeignFlowKeys(c, inv.sql, body.jobs, (i, field) => `jobs[${i}].${field}`);
   const results = await enqueueBatch(inv.sql, body.jobs.map(toEnqueueInput));
   c.set('kick', true);
   return c.json({ jobs: results.map((r) => jobJson(r.job)) }, 201);
@@ -103,6 +147,7 @@ mount(jobs, createRoute({
   const body = await readJson(c, enqueueSchema);
   const inv = await invocationOf(c);
   await refuseInternalTypes(c, inv.sql, [body.type], () => 'type');
+  await refuseForeignFlowKeys(c, inv.sql, [body], (_i, field) => field);
   const result = await enqueue(inv.sql, toEnqueueInput(body));
   if (result.duplicate) return c.json({ job: jobJson(result.job), duplicate: true }, 200);
   c.set('kick', true);
