@@ -28,6 +28,8 @@ export const modelRegistry = new JobRegistry([
 /** The event names and correlation keys the generator draws from: small, so they collide. */
 export const EVENT_NAMES = ['e0', 'e1'] as const;
 export const EVENT_KEYS = ['x', 'y'] as const;
+/** A name only waits use (signals reach it only when aimed at such a wait): its waits mostly time out. */
+export const QUIET_EVENT = 'quiet';
 
 /** What a job waits for, from its checkpoint (`$wait`, written by worker.wait_for). */
 export interface WaitSpec {

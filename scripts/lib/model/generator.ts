@@ -1,5 +1,5 @@
 import type { EnqueueInput, JoinCondition } from '../../../queue/index.ts';
-import { EVENT_KEYS, EVENT_NAMES, openWait, RATED_TYPE, waitOf } from './flows.ts';
+import { EVENT_KEYS, EVENT_NAMES, openWait, QUIET_EVENT, RATED_TYPE, waitOf } from './flows.ts';
 import { Model, type Lease } from './model.ts';
 
 /**
@@ -252,7 +252,7 @@ export class HistoryGenerator {
         });
         if (!child.length) return null;
         const { client, lease } = rng.pick(child);
-        const how = rng.pick(['done', 'fail', 'retry'] as const);
+        const how = rng.pick(['done', 'done', 'fail'] as const);
         return [{ kind: 'settle', client, lease, how, delayMs: 0 }, { kind: 'cancel', client: rng.pick(others([client])), jobId: model.flows.parentOf.get(lease.jobId)! }];
       },
       () => {
@@ -271,7 +271,7 @@ export class HistoryGenerator {
         const free = holders.filter(({ lease }) => !model.jobs.get(lease.jobId)?.cancelRequestedAt);
         if (!free.length) return null;
         const { client, lease } = rng.pick(free);
-        const wait: WaitChoice = { name: rng.pick(EVENT_NAMES), ...(rng.chance(0.5) ? { key: rng.pick(EVENT_KEYS) } : {}), ...(rng.chance(0.3) ? { timeoutMs: 1000 } : {}) };
+        const wait: WaitChoice = { name: rng.pick(EVENT_NAMES), ...(rng.chance(0.5) ? { key: rng.pick(EVENT_KEYS) } : {}), ...(rng.chance(0.5) ? { timeoutMs: 1000 } : {}) };
         const [a, b] = others([client]);
         const ops: Op[] = [{ kind: 'settle', client, lease, how: 'wait', delayMs: 0, wait }, { kind: 'event', client: a!, name: wait.name, key: wait.key, n: n() }];
         if (rng.chance(0.5)) ops.push({ kind: 'signal', client: b!, jobId: lease.jobId, name: wait.name, n: n() });
@@ -301,7 +301,9 @@ export class HistoryGenerator {
     if (how === 'wait') {
       op.wait = { name: rng.pick(EVENT_NAMES) };
       if (rng.chance(0.6)) op.wait.key = rng.pick(EVENT_KEYS);
-      if (rng.chance(0.5)) op.wait.timeoutMs = rng.pick([1000, 5000, 30_000]);
+      if (rng.chance(0.5)) op.wait.timeoutMs = rng.pick([1000, 1000, 5000, 30_000]);
+      // a wait no event was kept for, so its timeout has a chance to come first
+      if (rng.chance(0.25)) op.wait = { name: QUIET_EVENT, timeoutMs: 1000 };
     }
     if (how === 'spawn') {
       const n = rng.int(1, 3);
@@ -334,7 +336,8 @@ export class HistoryGenerator {
       const key = rng.chance(0.6) ? undefined : wait?.key && rng.chance(0.7) ? wait.key : rng.pick(EVENT_KEYS);
       op = { kind: 'signal', client, jobId: job.id, name, key, n };
     } else {
-      const wait = waiting.length && rng.chance(0.6) ? waitOf(rng.pick(waiting)) : null;
+      // mostly on a channel someone waits on: an event nobody takes is kept, and the next wait on it ends at once
+      const wait = waiting.length && rng.chance(0.85) ? waitOf(rng.pick(waiting)) : null;
       const name = wait?.name ?? rng.pick(EVENT_NAMES);
       const key = wait ? wait.key || undefined : rng.chance(0.3) ? undefined : rng.pick(EVENT_KEYS);
       op = { kind: 'event', client, name, key, n };

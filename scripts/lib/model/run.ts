@@ -164,7 +164,9 @@ class History {
 
     const samples: UsageSample[] = [];
     const rateSamples: number[] = [];
-    const claims = round.kind === 'ops' && round.ops.some((op) => op.kind === 'claim');
+    // the key's window is sampled while claims run and a job of the key is due
+    const claims = round.kind === 'ops' && round.ops.some((op) => op.kind === 'claim') &&
+      [...model.jobs.values()].some((j) => j.type === RATED_TYPE && j.status === 'queued' && j.runAt.getTime() <= model.clock);
     let busy = true;
     const sampler = (async () => {
       while (busy) {
