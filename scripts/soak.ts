@@ -26,8 +26,9 @@ import { launchDevStack, type LaunchedDevStack } from './lib/dev-stack.ts';
 // `npm run soak -- --model [--seconds N] [--seed S]` instead runs the model-based concurrency test
 // of the engine (test/engine/model.test.ts) for N seconds (default 300): seeded histories of
 // concurrent rounds against a fresh database (DATABASE_URL's server, else an embedded Postgres),
-// each checked against the reference model; prints every violated invariant with its seed and
-// history, exits 1 if there is one.
+// each checked against the reference model; prints how often the histories reached each case of
+// signals, children and the rate key, and every violated invariant with its seed and history;
+// exits 1 if there is one.
 const { values } = parseArgs({
   options: {
     minutes: { type: 'string', default: '1' },
@@ -73,6 +74,7 @@ async function modelSoak(): Promise<number> {
     });
     const elapsed = (Date.now() - started) / 1000;
     say(`${report.histories} histories, ${report.rounds} rounds, ${report.operations} operations in ${elapsed.toFixed(0)} s (${(report.operations / elapsed).toFixed(0)}/s)`);
+    say(`signals, children and the rate key reached: ${Object.entries(report.coverage).map(([c, n]) => `${c} ${n}`).join(', ')}`);
     const invariants = [...new Set(report.failures.map((f) => f.invariant))];
     if (invariants.length === 0) {
       say(`ok: every invariant held (seed ${seed})`);

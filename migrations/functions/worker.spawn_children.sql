@@ -12,6 +12,8 @@ declare
   v_need    integer;
   v_joined  boolean;
   v_ids     uuid[];
+  v_new     uuid[];
+  v_child   uuid;
   m text; c text; s text;
 begin
   -- A step's settle that enqueues its children and parks the job until they end (queue/children.ts):
@@ -42,8 +44,9 @@ begin
   select coalesce(max(w.wait_no), 0) + 1 into v_wait_no from worker.child_joins w where w.parent_id = p_id;
   begin
     select coalesce(array_agg((x.e->>'id')::uuid order by x.o), '{}'),
-           count(*) filter (where not (x.e->>'_duplicate')::boolean)::int
-      into v_ids, v_created
+           count(*) filter (where not (x.e->>'_duplicate')::boolean)::int,
+           coalesce(array_agg((x.e->>'id')::uuid) filter (where not (x.e->>'_duplicate')::boolean), '{}')
+      into v_ids, v_created, v_new
       from worker.enqueue_jobs(p_children, v_now) with ordinality as x(e, o);
   exception when others then
     get stacked diagnostics m = message_text, c = column_name, s = returned_sqlstate;
@@ -78,6 +81,16 @@ begin
   values (p_id, v_now, 'checkpoint', jsonb_build_object('step', p_step, 'runAt', case when v_joined then v_now else v_parent.run_at end,
             'children', jsonb_build_object('wait', v_wait_no, 'total', v_total, 'created', v_created, 'ended', v_ended,
                                            'join', p_join, 'need', v_need, 'joined', v_joined)));
+  -- A cancel requested while the step ran (committed before this settle): the parent is due for
+  -- its cancel hook, and the children this spawn created end cancelled at once, as
+  -- worker.cancel_job cancels the children a parent has when it is cancelled; else they would
+  -- run on under a cancelled parent. They are this transaction's rows, which no other statement
+  -- can hold, so taking them after the parent's row keeps the lock order safe.
+  if v_parent.cancel_requested_at is not null then
+    foreach v_child in array v_new loop
+      perform worker.cancel_job(v_child, 'parent ' || p_id || ' cancelled: ' || coalesce(v_parent.cancel_reason, 'cancelled by operator'), v_now);
+    end loop;
+  end if;
   return jsonb_build_object('waitNo', v_wait_no, 'total', v_total, 'created', v_created, 'adopted', v_total - v_created,
                             'ended', v_ended, 'need', v_need, 'joined', v_joined);
 end $function$

@@ -8,9 +8,13 @@ import { int, parseJobEventRow, parseJobRow, record, text } from './rows.ts';
  * Never on a request path: they read every row.
  */
 
-/** Empty the job tables (jobs, their events, alerts) between runs of a benchmark or a model history. */
+/**
+ * Empty the job tables (jobs, their events, alerts, waits and kept events, child joins) and the
+ * rate keys' starts and pauses between runs of a benchmark or a model history.
+ */
 export async function truncateEngineTables(sql: Queryable): Promise<void> {
-  await sql`truncate worker.jobs, worker.job_events, worker.alerts`;
+  await sql`truncate worker.jobs, worker.job_events, worker.alerts, worker.job_waits, worker.signal_events, worker.child_joins cascade`;
+  await sql`update worker.rate_limits set starts = '{}', paused_until = null, pause_reason = null`;
   // a new history starts with no retention cut (the next one may run on an earlier pinned clock)
   await sql`update worker.event_retention set kept_from = '-infinity'`;
 }
@@ -27,14 +31,15 @@ export async function allJobs(sql: Queryable, filter: { type?: string; status?: 
   return rows.map(parseJobRow);
 }
 
-/** Every event (of the jobs of one type, or of `kind`), in write order. */
-export async function allEvents(sql: Queryable, filter: { type?: string; kind?: string; jobIds?: readonly string[] } = {}): Promise<JobEvent[]> {
+/** Every event (of the jobs of one type, or of `kind`, or written after event `afterId`), in write order. */
+export async function allEvents(sql: Queryable, filter: { type?: string; kind?: string; jobIds?: readonly string[]; afterId?: number } = {}): Promise<JobEvent[]> {
   const rows = await sql`
     select e.* from worker.job_history e
      where true
        ${filter.type ? sql`and e.job_id in (select j.id from worker.jobs j where j.type = ${filter.type})` : sql``}
        ${filter.kind ? sql`and e.kind = ${filter.kind}` : sql``}
        ${filter.jobIds ? sql`and e.job_id = any(${[...filter.jobIds]}::uuid[])` : sql``}
+       ${filter.afterId !== undefined ? sql`and e.id > ${filter.afterId}` : sql``}
      order by e.id`;
   return rows.map(parseJobEventRow);
 }

@@ -102,6 +102,9 @@ export function replayHistory(jobs: HistoryJob[], events: HistoryEvent[], option
         case 'priority_changed':
         case 'rescheduled':
         case 'resumed':
+        case 'waiting':
+        case 'signalled':
+        case 'wait_timed_out':
         case 'replay_of':
         case 'replayed_by':
           break;

@@ -321,6 +321,21 @@ describe('races', () => {
     await other.end();
   });
 
+  it('a cancel that arrives while the parent’s step runs: the children its spawn then creates end cancelled, the parent runs its hook', async () => {
+    await enqueueParent({ children: [{ value: 1 }, { value: 2 }] });
+    const [job] = await claimAll('test_parent');
+    await cancelJob(sql, job!.id, 'month closed', { now: clock }); // the step is still running
+    const settled = await spawnChildren(sql, job!, spawn([{ type: 'test_child', payload: { value: 1 } }, { type: 'test_child', payload: { value: 2 } }], { next: 'joined' }), { now: clock });
+    expect(settled).toMatchObject({ total: 2, created: 2 });
+    const kids = await sql`select status, cancel_reason, finished_at from worker.jobs where parent_id = ${job!.id} order by id`;
+    expect(kids).toEqual([1, 2].map(() => ({ status: 'cancelled', cancel_reason: `parent ${job!.id} cancelled: month closed`, finished_at: clock })));
+    expect(await jobChildren(sql, job!.id)).toMatchObject({ ended: 2, joinedAt: clock });
+    expect((await row(job!.id)).run_at).toEqual(clock); // due for its cancel hook, not parked
+    await run();
+    expect(cancelHooks).toEqual(['parent']); // the children never started: nothing of theirs to undo
+    expect((await row(job!.id)).status).toBe('cancelled');
+  });
+
   it('a cancel held open while a child settles: the settle waits, then completes; the other child has its request', async () => {
     const p = await spawnParent({ children: [{ value: 1 }, { value: 2 }] });
     const [a] = await claimAll('test_child');

@@ -1,5 +1,6 @@
 import { ConflictError, type EnqueueResult, type Job, type RetryOutcome } from '../../../queue/index.ts';
 import { replayHistory, type HistoryEvent } from '../history.ts';
+import { signalRefusalAllowed, type FlowInvariant } from './flow-checks.ts';
 import { describeOp, type Op, type Round } from './generator.ts';
 import { Model, sameRequest, type PruneCutoffs } from './model.ts';
 
@@ -37,7 +38,9 @@ export type Invariant =
   /** Every job's event history (as far as retained) replays to its row. */
   | 'history-replays'
   /** An operation failed in a way no rule allows. */
-  | 'unexpected-error';
+  | 'unexpected-error'
+  /** Signals, child jobs and the rate key (flow-checks.ts). */
+  | FlowInvariant;
 
 export interface Violation {
   invariant: Invariant;
@@ -87,11 +90,13 @@ export function checkUsage(model: Model, sample: UsageSample, when: string): Vio
  * After one round: `model` still holds the rows as they were before it (the round's start),
  * `rows` is the table after it.
  */
-export function checkRound(model: Model, round: Round, outcomes: Outcome[], burst: BurstAnswer[], rows: Job[], samples: UsageSample[], cutoffs?: PruneCutoffs): Violation[] {
+export function checkRound(
+  model: Model, round: Round, outcomes: Outcome[], burst: BurstAnswer[], rows: Job[], samples: UsageSample[], cutoffs: PruneCutoffs | undefined, spawned: string[],
+): Violation[] {
   const out: Violation[] = [];
   const now = model.clock;
   const after = new Map(rows.map((j) => [j.id, j]));
-  const answeredNow = new Set<string>();
+  const answeredNow = new Set<string>(spawned);
   for (const o of outcomes) {
     if (o.op.kind === 'enqueue' && o.value) answeredNow.add((o.value as EnqueueResult).job.id);
     if (o.op.kind === 'batch' && o.value) for (const r of o.value as EnqueueResult[]) answeredNow.add(r.job.id);
@@ -157,11 +162,14 @@ function checkOutcomes(model: Model, outcomes: Outcome[], after: Map<string, Job
         }
         continue;
       }
+      if (signalRefusalAllowed(model, op, o.error, after)) continue;
       if (op.kind === 'cancel' && o.error instanceof ConflictError) {
         const before = model.jobs.get(op.jobId);
         const rescued = before?.status === 'running' && before.lockedUntil !== null && before.lockedUntil.getTime() < now && racesRescue;
         const superseded = before?.dedupeKey != null && outcomes.some((x) => x.op.kind === 'enqueue' && x.op.input.dedupeKey === before.dedupeKey);
-        if (before && (before.status === 'queued' || before.status === 'running') && !released.has(op.jobId) && !rescued && !superseded) {
+        // a parent's cancel in the same round may have cancelled this never-started child first
+        const cascaded = outcomes.some((x) => x.op.kind === 'cancel' && x !== o && model.flows.descends(op.jobId, x.op.jobId));
+        if (before && (before.status === 'queued' || before.status === 'running') && !released.has(op.jobId) && !rescued && !superseded && !cascaded) {
           out.push({ invariant: 'cancel', message: `${what}: 409 for a ${before.status} job: ${errorText(o.error)}` });
         }
         continue;
@@ -221,7 +229,10 @@ function checkOutcomes(model: Model, outcomes: Outcome[], after: Map<string, Job
         const before = model.jobs.get(op.lease.jobId);
         const current = before !== undefined && before.status === 'running' && before.leaseToken === op.lease.token;
         const expired = before?.lockedUntil ? before.lockedUntil.getTime() < now : false;
-        const held = op.how === 'retry' ? (o.value as RetryOutcome) !== 'lost' : o.value === true;
+        const held = op.how === 'retry' ? (o.value as RetryOutcome) !== 'lost'
+          : op.how === 'wait' || op.how === 'spawn' ? o.value !== null
+          : op.how === 'rate_limited' ? o.value !== 'lost'
+          : o.value === true;
         if (current && !(expired && racesRescue) && !held) {
           out.push({ invariant: 'fence', message: `${what}: the owner's settle matched nothing (lease until ${before!.lockedUntil?.toISOString()})` });
         }

@@ -1,12 +1,15 @@
-import type { EnqueueInput } from '../../../queue/index.ts';
+import type { EnqueueInput, JoinCondition } from '../../../queue/index.ts';
+import { EVENT_KEYS, EVENT_NAMES, openWait, QUIET_EVENT, RATED_TYPE, waitOf } from './flows.ts';
 import { Model, type Lease } from './model.ts';
 
 /**
  * The seeded generator of concurrent histories for the model-based test. A history is a list of
  * rounds; a round is a clock move plus a few operations that run at once, each on its own
  * connection (a client): enqueues with submit, dedupe and concurrency keys, identical resubmits,
- * batches of one key, claims, settles (done, continue, park, retry, cancelled), crashes, stale
- * settles by crashed owners, cancels, rescues, prunes. Choices depend on the model (a client
+ * batches of one key, claims, settles (done, continue, park, retry, cancelled, failed for good,
+ * a wait for an event, a spawn of children with a join, a provider's 429 on the rate-limited
+ * type), crashes, stale settles by crashed owners, cancels (of parents too), signals to a job and
+ * events by (name, key) — several at once on one target —, rescues, prunes. Choices depend on the model (a client
  * settles a lease it holds), so a seed fixes every choice, while what the database answers under
  * concurrency may still differ from run to run.
  */
@@ -44,16 +47,33 @@ export function historySeed(seed: number, n: number): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
-export type SettleHow = 'done' | 'continue' | 'park' | 'retry' | 'cancelled';
+export type SettleHow = 'done' | 'continue' | 'park' | 'retry' | 'cancelled' | 'fail' | 'wait' | 'spawn' | 'rate_limited';
+
+/** The wait a 'wait' settle ends its step in (resuming at step 'resumed'). */
+export interface WaitChoice {
+  name: string;
+  key?: string;
+  timeoutMs?: number;
+}
+
+/** The children a 'spawn' settle enqueues, and its join (resuming at step 'joined'). */
+export interface SpawnChoice {
+  children: EnqueueInput[];
+  join: JoinCondition;
+}
 
 export type Op =
   | { kind: 'enqueue'; client: number; input: EnqueueInput; resubmit: boolean }
   | { kind: 'batch'; client: number; inputs: EnqueueInput[] }
   | { kind: 'claim'; client: number; pool: string | null; limit: number }
-  | { kind: 'settle'; client: number; lease: Lease; how: SettleHow; delayMs: number }
+  | { kind: 'settle'; client: number; lease: Lease; how: SettleHow; delayMs: number; wait?: WaitChoice; spawn?: SpawnChoice }
   | { kind: 'crash'; client: number; lease: Lease }
   | { kind: 'cancel'; client: number; jobId: string }
-  | { kind: 'rescue'; client: number };
+  | { kind: 'rescue'; client: number }
+  /** signalJob: the event `name` (payload {n}) to one job. */
+  | { kind: 'signal'; client: number; jobId: string; name: string; key?: string; n: number }
+  /** sendEvent: the event (name, key) (payload {n}) to every job waiting on it. */
+  | { kind: 'event'; client: number; name: string; key?: string; n: number };
 
 export type Round =
   | { kind: 'ops'; advanceMs: number; ops: Op[] }
@@ -74,9 +94,16 @@ export interface GeneratorConfig {
   burstKeys: number;
 }
 
+/** What earlier operations of a round aim at, so later ones of the round race them. */
+interface RoundFocus {
+  signal?: { jobId: string | null; name: string; key?: string };
+  cancelledParent?: string;
+}
+
 export class HistoryGenerator {
   private bursts = 0;
   private texts = 0;
+  private events = 0;
 
   constructor(readonly rng: Rng, readonly config: GeneratorConfig) {}
 
@@ -84,7 +111,7 @@ export class HistoryGenerator {
   input(): EnqueueInput {
     const { rng, config } = this;
     const input: EnqueueInput = {
-      type: 'uppercase',
+      type: rng.chance(0.15) ? RATED_TYPE : 'uppercase',
       payload: { text: rng.pick(['a', 'b']) },
       priority: rng.pick([50, 50, 50, 10]),
       maxAttempts: rng.pick([2, 3]),
@@ -102,13 +129,17 @@ export class HistoryGenerator {
     return input;
   }
 
-  /** Several jobs of one concurrency key in one batch: a key's jobs side by side in the queue. */
+  /**
+   * Several jobs of one concurrency key in one batch: a key's jobs side by side in the queue; a
+   * third of them of the rate-limited type, so claims find more of it due than its window admits.
+   */
   batch(): EnqueueInput[] {
     const { rng, config } = this;
     const key = rng.pick(Object.keys(config.keyLimits));
     const pool = rng.pick(config.pools) ?? undefined;
+    const type = rng.chance(0.33) ? RATED_TYPE : 'uppercase';
     return Array.from({ length: rng.int(3, 6) }, () => ({
-      type: 'uppercase',
+      type,
       payload: { text: `batch ${this.texts++}` },
       priority: 50,
       maxAttempts: 3,
@@ -120,7 +151,7 @@ export class HistoryGenerator {
   }
 
   advance(): number {
-    return this.rng.chance(0.25) ? this.rng.pick([1000, 15_000, 60_000, 130_000, 400_000]) : 0;
+    return this.rng.chance(0.25) ? this.rng.pick([1000, 4000, 15_000, 60_000, 130_000, 400_000]) : 0;
   }
 
   next(model: Model): Round {
@@ -144,13 +175,18 @@ export class HistoryGenerator {
         eventRetentionMs: rng.pick([60_000, 300_000, 3_600_000]),
       };
     }
+    if (r < 0.16) {
+      const race = this.race(model);
+      if (race) return { kind: 'ops', advanceMs: 0, ops: race };
+    }
     const ops: Op[] = [];
     const usedSubmitKeys = new Set<string>();
+    const focus: RoundFocus = {};
     const clients = Array.from({ length: config.clients }, (_, i) => i);
     const count = rng.int(1, config.clients);
     for (let i = 0; i < count; i++) {
       const client = clients.splice(rng.int(0, clients.length - 1), 1)[0]!;
-      const op = this.op(model, client, usedSubmitKeys);
+      const op = this.op(model, client, usedSubmitKeys, focus);
       if (op.kind === 'enqueue' && op.input.submitKey) usedSubmitKeys.add(op.input.submitKey);
       ops.push(op);
     }
@@ -158,7 +194,7 @@ export class HistoryGenerator {
   }
 
   /** One client's operation, drawn by weight among those it can do now. */
-  private op(model: Model, client: number, usedSubmitKeys: Set<string>): Op {
+  private op(model: Model, client: number, usedSubmitKeys: Set<string>, focus: RoundFocus): Op {
     const { rng } = this;
     const held = [...model.leasesOf(client).values()];
     const live = held.filter((l) => !l.zombie);
@@ -176,19 +212,18 @@ export class HistoryGenerator {
       [resubmittable.length ? 7 : 0, () => ({ kind: 'enqueue', client, input: model.requests.get(rng.pick(resubmittable))!, resubmit: true })],
       [9, () => ({ kind: 'batch', client, inputs: this.batch() })],
       [26, () => ({ kind: 'claim', client, pool: rng.pick(this.config.pools), limit: rng.pick([1, 1, 2, 3, 4]) })],
-      [live.length || zombies.length ? 22 : 0, () => {
-        // a zombie is a crashed owner coming back: its settle must match nothing once the lease moved on
-        const lease = zombies.length && (rng.chance(0.3) || !live.length) ? rng.pick(zombies) : rng.pick(live);
-        let how: SettleHow = rng.pick(['done', 'done', 'continue', 'continue', 'retry', 'retry', 'park'] as const);
-        if (model.jobs.get(lease.jobId)?.cancelRequestedAt && rng.chance(0.7)) how = 'cancelled';
-        return { kind: 'settle', client, lease, how, delayMs: rng.pick([0, 0, 10_000, 5_000]) };
-      }],
+      [live.length || zombies.length ? 24 : 0, () => this.settle(model, client, live, zombies, focus)],
       [live.length ? 4 : 0, () => ({ kind: 'crash', client, lease: rng.pick(live) })],
-      [cancellable.length ? 4 : 0, () => {
+      [cancellable.length ? 5 : 0, () => {
         const open = cancellable.filter((j) => j.status === 'queued' || j.status === 'running');
-        return { kind: 'cancel', client, jobId: rng.pick(open.length && rng.chance(0.8) ? open : cancellable).id };
+        // a parent with children still open: its cancel reaches them while they run and settle
+        const parents = open.filter((j) => model.flows.families.has(j.id) && j.cancelRequestedAt === null);
+        const target = parents.length && rng.chance(0.5) ? rng.pick(parents) : rng.pick(open.length && rng.chance(0.8) ? open : cancellable);
+        if (model.flows.families.has(target.id)) focus.cancelledParent = target.id;
+        return { kind: 'cancel', client, jobId: target.id };
       }],
       [2, () => ({ kind: 'rescue', client })],
+      [8, () => this.signal(model, client, focus)],
     ];
     let r = rng.next() * choices.reduce((sum, [w]) => sum + w, 0);
     for (const [w, make] of choices) {
@@ -196,6 +231,119 @@ export class HistoryGenerator {
       r -= w;
     }
     return choices[0]![1]();
+  }
+
+  /**
+   * A round built to race on one target: a parent's cancel against its child's settle (the child
+   * ends at the moment of the cancel), two signals and an event at one waiting job, or a wait's
+   * settle against an event on its channel. null when the model has no target for any.
+   */
+  private race(model: Model): Op[] | null {
+    const { rng } = this;
+    const holders = [...model.leases.entries()].flatMap(([client, held]) =>
+      client < this.config.clients ? [...held.values()].filter((l) => !l.zombie && model.current(l)).map((lease) => ({ client, lease })) : []);
+    const others = (busy: number[]) => Array.from({ length: this.config.clients }, (_, i) => i).filter((i) => !busy.includes(i));
+    const n = () => ++this.events;
+    const kinds: Array<() => Op[] | null> = [
+      () => {
+        const child = holders.filter(({ lease }) => {
+          const parent = model.jobs.get(model.flows.parentOf.get(lease.jobId) ?? '');
+          return parent && (parent.status === 'queued' || parent.status === 'running') && parent.cancelRequestedAt === null;
+        });
+        if (!child.length) return null;
+        const { client, lease } = rng.pick(child);
+        const how = rng.pick(['done', 'done', 'fail'] as const);
+        return [{ kind: 'settle', client, lease, how, delayMs: 0 }, { kind: 'cancel', client: rng.pick(others([client])), jobId: model.flows.parentOf.get(lease.jobId)! }];
+      },
+      () => {
+        const waiting = [...model.jobs.values()].filter((j) => openWait(j, model.clock));
+        if (!waiting.length) return null;
+        const job = rng.pick(waiting);
+        const wait = openWait(job, model.clock)!;
+        const [a, b, c] = others([]);
+        return [
+          { kind: 'signal', client: a!, jobId: job.id, name: wait.name, n: n() },
+          { kind: 'signal', client: b!, jobId: job.id, name: wait.name, key: wait.key || undefined, n: n() },
+          { kind: 'event', client: c!, name: wait.name, key: wait.key || undefined, n: n() },
+        ];
+      },
+      () => {
+        const free = holders.filter(({ lease }) => !model.jobs.get(lease.jobId)?.cancelRequestedAt);
+        if (!free.length) return null;
+        const { client, lease } = rng.pick(free);
+        const wait: WaitChoice = { name: rng.pick(EVENT_NAMES), ...(rng.chance(0.5) ? { key: rng.pick(EVENT_KEYS) } : {}), ...(rng.chance(0.5) ? { timeoutMs: 1000 } : {}) };
+        const [a, b] = others([client]);
+        const ops: Op[] = [{ kind: 'settle', client, lease, how: 'wait', delayMs: 0, wait }, { kind: 'event', client: a!, name: wait.name, key: wait.key, n: n() }];
+        if (rng.chance(0.5)) ops.push({ kind: 'signal', client: b!, jobId: lease.jobId, name: wait.name, n: n() });
+        return ops;
+      },
+    ];
+    const start = rng.int(0, kinds.length - 1);
+    for (let i = 0; i < kinds.length; i++) {
+      const ops = kinds[(start + i) % kinds.length]!();
+      if (ops) return ops;
+    }
+    return null;
+  }
+
+  /** A settle of a lease the client holds (a zombie's, now and then); a child of a cancelled parent settles cancelled, as a runner that saw the request at its claim. */
+  private settle(model: Model, client: number, live: Lease[], zombies: Lease[], focus: RoundFocus): Op {
+    const { rng } = this;
+    const parentLeases = focus.cancelledParent ? live.filter((l) => model.flows.parentOf.get(l.jobId) === focus.cancelledParent) : [];
+    const lease = parentLeases.length ? rng.pick(parentLeases)
+      : zombies.length && (rng.chance(0.3) || !live.length) ? rng.pick(zombies) : rng.pick(live);
+    const job = model.jobs.get(lease.jobId);
+    let how: SettleHow = rng.pick(['done', 'done', 'continue', 'continue', 'retry', 'retry', 'park', 'wait', 'wait', 'wait', 'spawn', 'spawn', 'fail'] as const);
+    if (job?.type === RATED_TYPE && rng.chance(0.3)) how = 'rate_limited';
+    if (job?.cancelRequestedAt && (model.flows.parentOf.has(job.id) || rng.chance(0.7))) how = 'cancelled';
+    const op: Extract<Op, { kind: 'settle' }> = { kind: 'settle', client, lease, how, delayMs: rng.pick([0, 0, 10_000, 5_000]) };
+    if (how === 'rate_limited') op.delayMs = rng.pick([2000, 12_000]);
+    if (how === 'wait') {
+      op.wait = { name: rng.pick(EVENT_NAMES) };
+      if (rng.chance(0.6)) op.wait.key = rng.pick(EVENT_KEYS);
+      if (rng.chance(0.5)) op.wait.timeoutMs = rng.pick([1000, 1000, 5000, 30_000]);
+      // a wait no event was kept for, so its timeout has a chance to come first
+      if (rng.chance(0.25)) op.wait = { name: QUIET_EVENT, timeoutMs: 1000 };
+    }
+    if (how === 'spawn') {
+      const n = rng.int(1, 3);
+      op.spawn = {
+        children: Array.from({ length: n }, () => ({
+          type: 'uppercase', payload: { text: `child ${this.texts++}` }, maxAttempts: rng.pick([1, 2]), pool: rng.pick(this.config.pools) ?? undefined,
+        })),
+        join: rng.pick(['all', 'all', 'first', rng.int(1, n)] as const),
+      };
+    }
+    return op;
+  }
+
+  /** A signal to a job (mostly one waiting), or an event by (name, key); a second one in the round often aims at the first's target. */
+  private signal(model: Model, client: number, focus: RoundFocus): Op {
+    const { rng } = this;
+    const n = ++this.events;
+    if (focus.signal && rng.chance(0.6)) {
+      const { jobId, name, key } = focus.signal;
+      return jobId ? { kind: 'signal', client, jobId, name, key, n } : { kind: 'event', client, name, key, n };
+    }
+    const jobs = [...model.jobs.values()].filter((j) => j.pool !== 'burst');
+    const waiting = jobs.filter((j) => openWait(j, model.clock));
+    const open = jobs.filter((j) => j.status === 'queued' || j.status === 'running');
+    let op: Op;
+    if (rng.chance(0.5) && (waiting.length || open.length)) {
+      const job = waiting.length && rng.chance(0.7) ? rng.pick(waiting) : open.length ? rng.pick(open) : rng.pick(jobs);
+      const wait = waitOf(job);
+      const name = wait && rng.chance(0.85) ? wait.name : rng.pick(EVENT_NAMES);
+      const key = rng.chance(0.6) ? undefined : wait?.key && rng.chance(0.7) ? wait.key : rng.pick(EVENT_KEYS);
+      op = { kind: 'signal', client, jobId: job.id, name, key, n };
+    } else {
+      // mostly on a channel someone waits on: an event nobody takes is kept, and the next wait on it ends at once
+      const wait = waiting.length && rng.chance(0.85) ? waitOf(rng.pick(waiting)) : null;
+      const name = wait?.name ?? rng.pick(EVENT_NAMES);
+      const key = wait ? wait.key || undefined : rng.chance(0.3) ? undefined : rng.pick(EVENT_KEYS);
+      op = { kind: 'event', client, name, key, n };
+    }
+    focus.signal = { jobId: op.kind === 'signal' ? op.jobId : null, name: op.name, key: op.key };
+    return op;
   }
 }
 
@@ -223,8 +371,15 @@ export function describeOp(op: Op): string {
       return `c${op.client} batch(${op.inputs.length}× k=${op.inputs[0]!.concurrencyKey}${op.inputs[0]!.pool ? ` pool=${op.inputs[0]!.pool}` : ''})`;
     case 'claim':
       return `c${op.client} claim(${op.pool ?? 'no pool'}, ${op.limit})`;
-    case 'settle':
-      return `c${op.client} ${op.lease.zombie ? 'stale ' : ''}${op.how}(${id(op.lease.jobId)})`;
+    case 'settle': {
+      const extra = op.wait ? ` ${op.wait.name}/${op.wait.key ?? '-'}${op.wait.timeoutMs ? ` ${op.wait.timeoutMs / 1000}s` : ''}`
+        : op.spawn ? ` ${op.spawn.children.length} join=${op.spawn.join}` : op.how === 'rate_limited' ? ` ${op.delayMs / 1000}s` : '';
+      return `c${op.client} ${op.lease.zombie ? 'stale ' : ''}${op.how}(${id(op.lease.jobId)}${extra})`;
+    }
+    case 'signal':
+      return `c${op.client} signal(${id(op.jobId)}, ${op.name}/${op.key ?? '-'} #${op.n})`;
+    case 'event':
+      return `c${op.client} event(${op.name}/${op.key ?? '-'} #${op.n})`;
     case 'crash':
       return `c${op.client} crash(${id(op.lease.jobId)})`;
     case 'cancel':

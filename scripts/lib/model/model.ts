@@ -1,4 +1,5 @@
 import type { EnqueueInput, Job } from '../../../queue/index.ts';
+import { Flows, RATED_TYPE } from './flows.ts';
 
 /**
  * The reference model of the engine's semantics used by the model-based concurrency test
@@ -68,6 +69,8 @@ export class Model {
   requests = new Map<string, EnqueueInput>();
   /** Per client: the leases it was given. */
   leases = new Map<number, Map<string, Lease>>();
+  /** Waits, children and the rate key (flows.ts). */
+  flows = new Flows();
 
   constructor(readonly config: ModelConfig, clock: number) {
     this.clock = clock;
@@ -106,7 +109,8 @@ export class Model {
   /**
    * The jobs one claim by a runner of `pool` could take now, taken greedily in (priority, run_at)
    * order: due and queued, routed to this pool or to none, not waiting behind an active job of
-   * its dedupe key, with room under its concurrency key's limit and under the pool's weight.
+   * its dedupe key, with room under its concurrency key's limit and under the pool's weight, and
+   * for the rate-limited type room in the rate key's window and no pause.
    * Jobs whose lease ran out are not here: the rescue re-queues them first.
    */
   claimable(pool: string | null, now = this.clock): Job[] {
@@ -121,14 +125,17 @@ export class Model {
       .filter((j) => j.dedupeKey === null || j.startedAt !== null || !active.has(j.dedupeKey))
       .sort((a, b) => a.priority - b.priority || a.runAt.getTime() - b.runAt.getTime());
     const taken: Job[] = [];
+    let rateRoom = this.flows.rateRoom(now);
     for (const j of candidates) {
       if (this.cost(j.weight) > budget) continue;
+      if (j.type === RATED_TYPE && rateRoom <= 0) continue;
       if (j.concurrencyKey !== null) {
         const limit = j.concurrencyLimit ?? Infinity;
         if ((keys.get(j.concurrencyKey) ?? 0) >= limit) continue;
         keys.set(j.concurrencyKey, (keys.get(j.concurrencyKey) ?? 0) + 1);
       }
       budget -= this.cost(j.weight);
+      if (j.type === RATED_TYPE) rateRoom--;
       taken.push(j);
     }
     return taken;

@@ -1,12 +1,18 @@
 import {
-  cancelJob, claimJobs, completeJob, continueJob, enqueue, enqueueBatch, pruneFinished, rescueExpiredLeases, retryJob,
-  settleCancelled, type EnqueueResult, type Job, type Sql,
+  cancelJob, claimJobs, completeJob, continueJob, endTimedOutWait, enqueue, enqueueBatch, failJob, jobChildren, pruneFinished,
+  rescueExpiredLeases, retryJob, sendEvent, settleCancelled, settleWait, signalJob, spawn, spawnChildren, waitFor,
+  type EnqueueResult, type Job, type JobChildren, type SpawnSettled, type Sql, type WaitEvent,
 } from '../../../queue/index.ts';
+import { settleRateLimitedRow } from '../../../queue/driver/flow-control.ts';
 import { allEvents, allJobs, leaseMsOf, setPoolCapacity, truncateEngineTables, weightCosts } from '../../../queue/driver/tables.ts';
-import { historyEvent } from '../history.ts';
+import { waitStateOf } from '../../../queue/signals/wait.ts';
+import { historyEvent, type HistoryEvent } from '../history.ts';
 import {
   checkReplay, checkRound, checkStarvation, type BurstAnswer, type Invariant, type Outcome, type UsageSample, type Violation,
 } from './checks.ts';
+import { checkFlowHistory, checkFlowRound, type FlowRound } from './flow-checks.ts';
+import { absorbFlows } from './flow-absorb.ts';
+import { COVERAGE, modelRegistry, RATE, RATED_TYPE, type CoverageCase } from './flows.ts';
 import { describeRound, historySeed, HistoryGenerator, Rng, type Op, type Round } from './generator.ts';
 import { Model, type ModelConfig, type PruneCutoffs } from './model.ts';
 
@@ -49,6 +55,8 @@ export interface ModelRunReport {
   operations: number;
   /** The first failure of each invariant in each history. */
   failures: Failure[];
+  /** How often the histories reached each case of signals, children and the rate key. */
+  coverage: Record<CoverageCase, number>;
 }
 
 const T0 = Date.UTC(2030, 0, 1);
@@ -66,12 +74,15 @@ export async function runModelHistories(sql: Sql, connectClient: () => Sql, opti
   const clients = Array.from({ length: burstClients }, () => connectClient());
 
   for (const p of POOLS) await setPoolCapacity(sql, p.name, p.maxRunningWeight);
+  await modelRegistry.sync(sql);
   const weightCost = await weightCosts(sql);
   const leaseMs = await leaseMsOf(sql, 'uppercase');
   if (leaseMs === null) throw new Error('the uppercase type is not synced: sync the registry before a model run');
   const config: ModelConfig = { pools: POOLS, keyLimits: KEY_LIMITS, weightCost, leaseMs };
 
-  const report: ModelRunReport = { seed: options.seed, histories: 0, rounds: 0, operations: 0, failures: [] };
+  const report: ModelRunReport = {
+    seed: options.seed, histories: 0, rounds: 0, operations: 0, failures: [], coverage: Object.fromEntries(COVERAGE.map((c) => [c, 0])) as Record<CoverageCase, number>,
+  };
   try {
     for (let h = 0; options.histories === undefined || h < options.histories; h++) {
       if (options.untilMs !== undefined && Date.now() >= options.untilMs) break;
@@ -86,6 +97,7 @@ export async function runModelHistories(sql: Sql, connectClient: () => Sql, opti
       }, report);
       await history.run(rounds);
       report.histories++;
+      for (const c of COVERAGE) report.coverage[c] += history.model.flows.coverage[c];
       const mine = report.failures.filter((f) => f.history === h);
       log(`history ${h}: ${history.roundNo} rounds${mine.length ? `, violated ${[...new Set(mine.map((f) => f.invariant))].join(', ')}` : ''}`);
     }
@@ -102,6 +114,8 @@ class History {
   roundNo = 0;
   private trail: string[] = [];
   private failed = new Set<Invariant>();
+  /** Every job of the rate-limited type the history made (its claimed events are the key's starts). */
+  readonly ratedIds = new Set<string>();
 
   constructor(
     readonly sql: Sql,
@@ -125,6 +139,7 @@ class History {
     await this.probeStarvation();
     await this.resubmitAll();
     await this.replay();
+    this.record(checkFlowHistory(this.model.flows, this.ratedIds));
     await this.round({ kind: 'prune', advanceMs: 0, finishedRetentionMs: 30 * DAY_MS, failedRetentionMs: 30 * DAY_MS, eventRetentionMs: 0 });
     await this.resubmitAll();
     await this.replay();
@@ -148,17 +163,25 @@ class History {
     this.trail.push(`#${this.roundNo} ${describeRound(round)}`);
 
     const samples: UsageSample[] = [];
+    const rateSamples: number[] = [];
+    // the key's window is sampled while claims run and a job of the key is due
+    const claims = round.kind === 'ops' && round.ops.some((op) => op.kind === 'claim') &&
+      [...model.jobs.values()].some((j) => j.type === RATED_TYPE && j.status === 'queued' && j.runAt.getTime() <= model.clock);
     let busy = true;
     const sampler = (async () => {
-      while (busy) samples.push(await this.sample(now));
+      while (busy) {
+        samples.push(await this.sample(now));
+        if (claims) rateSamples.push(await this.sampleRate(now));
+      }
     })();
     let outcomes: Outcome[] = [];
     let burst: BurstAnswer[] = [];
     let cutoffs: PruneCutoffs | undefined;
+    const timedOut: FlowRound['timedOut'] = [];
     try {
       if (round.kind === 'ops') {
         this.report.operations += round.ops.length;
-        outcomes = await Promise.all(round.ops.map((op) => execute(this.clients[op.client]!, op, now).then(
+        outcomes = await Promise.all(round.ops.map((op) => execute(this.clients[op.client]!, op, now, timedOut).then(
           (value) => ({ op, value }), (error: unknown) => ({ op, error }))));
       } else if (round.kind === 'burst') {
         // every client walks the keys in the same order, so their enqueues of a key overlap
@@ -192,13 +215,45 @@ class History {
     }
 
     const rows = await allJobs(this.sql);
-    this.record(checkRound(model, round, outcomes, burst, rows, samples, cutoffs));
+    const fresh = (await allEvents(this.sql, { afterId: model.flows.lastEventId })).map(historyEvent);
+    const flow: FlowRound = { outcomes, timedOut, after: new Map(rows.map((j) => [j.id, j])), fresh, spawned: new Map(), resumed: new Map(), rateSamples };
+    await this.readFamilies(flow);
+    const spawned = [...flow.spawned.values()].flatMap((s) => s.children?.children.map((c) => c.id) ?? []);
+    this.record(checkRound(model, round, outcomes, burst, rows, samples, cutoffs, spawned));
+    this.record(checkFlowRound(model, flow));
+    for (const j of rows) if (j.type === RATED_TYPE) this.ratedIds.add(j.id);
+    absorbFlows(model, flow);
     this.absorb(outcomes, burst, rows, cutoffs);
     return outcomes;
   }
 
+  /** The children of each spawn of the round, and of each parent claimed at its resume step (as ctx.children() reads them). */
+  private async readFamilies(flow: FlowRound): Promise<void> {
+    for (const o of flow.outcomes) {
+      if (o.op.kind === 'settle' && o.op.how === 'spawn' && o.value) {
+        // the children in the order given, found by their payloads (each child's text is unique)
+        const rows = [...flow.after.values()];
+        const given = o.op.spawn!.children.map((c) => rows.find((j) => j.type === c.type && j.payload.text === (c.payload as { text: string }).text)?.id ?? '?');
+        flow.spawned.set(o.op.lease.jobId, { settled: o.value as SpawnSettled, children: await jobChildren(this.sql, o.op.lease.jobId), given });
+      }
+      if (o.op.kind === 'claim' && o.value) {
+        for (const j of o.value as Job[]) {
+          if (j.step === 'joined' && this.model.flows.families.has(j.id)) flow.resumed.set(j.id, await jobChildren(this.sql, j.id));
+        }
+      }
+    }
+  }
+
   private async sample(now: Date): Promise<UsageSample> {
     return this.model.usage(await allJobs(this.sql, { status: 'running' }), now.getTime());
+  }
+
+  /** Claimed events of the rate key in the window ending `now`, from the history as it is at this moment. */
+  private async sampleRate(now: Date): Promise<number> {
+    const from = now.getTime() - RATE.perMs;
+    const older = this.model.flows.events.filter((e) => e.at.getTime() < from).at(-1)?.id ?? 0;
+    const events: HistoryEvent[] = (await allEvents(this.sql, { kind: 'claimed', type: RATED_TYPE, afterId: older })).map(historyEvent);
+    return events.filter((e) => e.at.getTime() >= from).length;
   }
 
   /** What the clients learnt in a round: answered ids, submit keys, leases given and given up. */
@@ -283,14 +338,24 @@ class History {
   }
 }
 
-async function execute(sql: Sql, op: Op, now: Date): Promise<unknown> {
+/** Runs one operation as its client would; a claim then ends each timed-out wait it took, as the runner does before the step. */
+async function execute(sql: Sql, op: Op, now: Date, timedOut: Array<{ jobId: string; event: WaitEvent | null }>): Promise<unknown> {
   switch (op.kind) {
     case 'enqueue':
       return enqueue(sql, op.input, { now });
     case 'batch':
       return enqueueBatch(sql, op.inputs, { now });
-    case 'claim':
-      return claimJobs(sql, { workerId: `c${op.client}`, pool: op.pool, limit: op.limit, now });
+    case 'claim': {
+      const jobs = await claimJobs(sql, { workerId: `c${op.client}`, pool: op.pool, limit: op.limit, now });
+      for (const j of jobs) {
+        if (!j.cancelRequestedAt && waitStateOf(j).unresolved) timedOut.push({ jobId: j.id, event: await endTimedOutWait(sql, j, { now }) });
+      }
+      return jobs;
+    }
+    case 'signal':
+      return signalJob(sql, op.jobId, op.name, { key: op.key, payload: { n: op.n }, now });
+    case 'event':
+      return sendEvent(sql, op.name, { key: op.key, payload: { n: op.n }, now });
     case 'settle': {
       const job = { id: op.lease.jobId, leaseToken: op.lease.token };
       switch (op.how) {
@@ -304,6 +369,14 @@ async function execute(sql: Sql, op: Op, now: Date): Promise<unknown> {
           return retryJob(sql, job, 'model: the step failed', op.delayMs, { now });
         case 'cancelled':
           return settleCancelled(sql, job, { now });
+        case 'fail':
+          return failJob(sql, job, 'model: refused for good', { now });
+        case 'wait':
+          return settleWait(sql, job, waitFor(op.wait!.name, { key: op.wait!.key, timeoutMs: op.wait!.timeoutMs, step: 'resumed' }), { now });
+        case 'spawn':
+          return spawnChildren(sql, job, spawn(op.spawn!.children, { next: 'joined', join: op.spawn!.join }), { now });
+        case 'rate_limited':
+          return settleRateLimitedRow(sql, job, op.delayMs, 'model: the provider answered 429', now);
       }
       break;
     }
