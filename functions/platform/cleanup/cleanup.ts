@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { PermanentError } from '../../../queue/errors.ts';
 import { defineJobType, done, next, type JobType, type StepContext } from '../../../queue/registry.ts';
 import { parseCheckpoint } from '../checkpoint.ts';
+import { DIGITALOCEAN_RATE_LIMIT } from '../provisioning/job-type.ts';
 import type { CleanupDeps, SweepContext, SweepOutcome } from './sweep.ts';
 import { sweepPurgeCancelled, sweepSuspendUnpaid } from './sweep-accounts.ts';
 import { sweepOrphanedResources } from './sweep-resources.ts';
@@ -61,6 +62,9 @@ export function cleanupJob(deps: CleanupDeps): JobType<CleanupPayload> {
     payload: cleanupPayload,
     leaseMs: 300_000,
     maxAttempts: 3,
+    // The orphan sweep lists and deletes on DigitalOcean with the provisioning types' token: its
+    // 429 (CloudRateLimitError, marked rateLimited) pauses their shared key, not just this job.
+    rateLimit: DIGITALOCEAN_RATE_LIMIT,
     async run(ctx: StepContext<CleanupPayload>) {
       const { sql, payload, job } = ctx;
       const dryRun = payload.dryRun === true;

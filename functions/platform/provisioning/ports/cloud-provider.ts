@@ -128,9 +128,14 @@ export class CloudProviderError extends Error {
   }
 }
 
-/** 429: the provider's rate limit; `retryAfterMs` is always set (from Retry-After, or the limit's reset). */
+/**
+ * 429: the provider's rate limit; `retryAfterMs` is always set (from Retry-After, or the limit's reset).
+ * `rateLimited` is the engine's mark (queue/errors.ts isRateLimited): whichever job lets it escape a
+ * step pauses its rate key until then, its attempt given back, instead of retrying by its policy.
+ */
 export class CloudRateLimitError extends CloudProviderError {
   declare readonly retryAfterMs: number;
+  readonly rateLimited = true;
   constructor(message: string, retryAfterMs: number) {
     super(message, 429, true, retryAfterMs, 'too_many_requests');
     this.name = 'CloudRateLimitError';
