@@ -1207,6 +1207,7 @@ CREATE OR REPLACE FUNCTION worker.claim_jobs(p_worker text, p_pool text, p_limit
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 declare
   v_now       timestamptz := coalesce(p_now, now());
@@ -1566,6 +1567,7 @@ CREATE OR REPLACE FUNCTION worker.complete_jobs(p_done jsonb, p_now timestamp wi
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 begin
   return query
@@ -2088,6 +2090,7 @@ CREATE OR REPLACE FUNCTION worker.fair_claim_candidates(p_pool text, p_types tex
  STABLE
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
   -- A claim's candidates when due jobs carry fairness keys, in turn order: each key is a lane
   -- (the jobs without a key one more), a lane's n-th job in (priority, run_at) order takes turn
@@ -2995,6 +2998,7 @@ CREATE OR REPLACE FUNCTION worker.rescue_expired_leases(p_limit integer DEFAULT 
  LANGUAGE plpgsql
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 declare
   v_now timestamptz := coalesce(p_now, now());

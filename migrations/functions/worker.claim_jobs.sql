@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION worker.claim_jobs(p_worker text, p_pool text, p_limit
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 declare
   v_now       timestamptz := coalesce(p_now, now());

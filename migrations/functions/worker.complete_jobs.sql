@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION worker.complete_jobs(p_done jsonb, p_now timestamp wi
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 begin
   return query

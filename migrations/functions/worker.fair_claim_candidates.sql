@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION worker.fair_claim_candidates(p_pool text, p_types tex
  STABLE
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
   -- A claim's candidates when due jobs carry fairness keys, in turn order: each key is a lane
   -- (the jobs without a key one more), a lane's n-th job in (priority, run_at) order takes turn

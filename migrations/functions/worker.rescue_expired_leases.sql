@@ -3,6 +3,7 @@ CREATE OR REPLACE FUNCTION worker.rescue_expired_leases(p_limit integer DEFAULT 
  LANGUAGE plpgsql
  SET enable_bitmapscan TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 declare
   v_now timestamptz := coalesce(p_now, now());

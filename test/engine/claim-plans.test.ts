@@ -47,3 +47,43 @@ describe('plans made on an empty queue', () => {
     expect(await sequentialScans(db.sql)).toBe(before);
   });
 });
+
+/**
+ * Turning a scan type off makes Postgres cost any plan that still needs it at 10^10, far past
+ * jit_above_cost: on a server built with LLVM (Debian's and most packaged ones; not the embedded
+ * one) every such statement — the trigger writing a rescued job's held events among them, since a
+ * function's SET reaches the triggers it fires — was JIT-compiled, 0.4 to 0.6 s of CPU each, and
+ * the chaos test's claims on Postgres 15 took seconds. Those functions turn JIT off as well.
+ */
+describe('functions that turn a scan type off', () => {
+  it('turn JIT off too', async () => {
+    const rows = await db.sql`
+      select p.proname, p.proconfig from pg_proc p
+       where p.pronamespace = 'worker'::regnamespace
+         and exists (select from unnest(p.proconfig) c where c in ('enable_seqscan=off', 'enable_bitmapscan=off'))
+       order by p.proname`;
+    expect(rows.map((r) => r.proname)).toEqual(['claim_jobs', 'complete_jobs', 'fair_claim_candidates', 'rescue_expired_leases']);
+    for (const r of rows) expect(r.proconfig, r.proname as string).toContain('jit=off');
+  });
+
+  it("reach the held-events trigger a rescue fires with JIT off", async () => {
+    // A trigger beside the engine's records the settings the rescue's update runs its triggers under.
+    await db.sql`create table public.trigger_settings (jit text, seqscan text)`;
+    await db.sql`create function public.record_trigger_settings() returns trigger language plpgsql as $$
+                 begin insert into public.trigger_settings values (current_setting('jit'), current_setting('enable_seqscan')); return null; end $$`;
+    await db.sql`create trigger zz_record_settings after update on worker.jobs for each row execute function public.record_trigger_settings()`;
+    try {
+      const [job] = await enqueueBatch(db.sql, [{ type: 'uppercase', payload: { text: 'expiring' } }]);
+      await db.sql`update worker.jobs set status = 'done', finished_at = now(), result = 'null' where status = 'queued' and id <> ${job!.job.id}`;
+      const [claimed] = await claimJobs(db.sql, { workerId: 'jit', limit: 1 });
+      expect(claimed!.id).toBe(job!.job.id);
+      await db.sql`delete from public.trigger_settings`;
+      expect(await rescueExpiredLeases(db.sql, { now: new Date(Date.now() + 86_400_000) })).toMatchObject({ requeued: 1 });
+      expect(await db.sql`select jit, seqscan from public.trigger_settings`).toEqual([{ jit: 'off', seqscan: 'off' }]);
+    } finally {
+      await db.sql`drop trigger zz_record_settings on worker.jobs`;
+      await db.sql`drop table public.trigger_settings`;
+      await db.sql`drop function public.record_trigger_settings()`;
+    }
+  });
+});
