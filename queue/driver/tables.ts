@@ -45,6 +45,12 @@ export async function allEvents(sql: Queryable, filter: { type?: string; kind?: 
 }
 
 /** Running jobs, and queued ones due by the database's clock or later. */
+/** The ids of the signal events kept for a wait (worker.signal_events), for the model's prune check. */
+export async function keptSignalEventIds(sql: Queryable): Promise<Set<number>> {
+  const rows = await sql`select id from worker.signal_events`;
+  return new Set(rows.map((r) => Number(r.id)));
+}
+
 export async function openJobCounts(sql: Queryable): Promise<{ running: number; due: number; later: number }> {
   const [row] = await sql`
     select count(*) filter (where status = 'running')::int as running,

@@ -35,6 +35,9 @@ beforeAll(async () => {
   db = await createTestDatabase();
 });
 
+/** Each case of signals, children and the rate key, summed over the seeds run. */
+const reached = new Map<string, number>();
+
 describe('model-based concurrency test', () => {
   it.each(SEEDS)('seed %i: concurrent histories keep every promise', async (seed) => {
     const report = await runModelHistories(db.sql, () => db.client(1), { seed, histories: 10, rounds: 70 });
@@ -42,7 +45,14 @@ describe('model-based concurrency test', () => {
     console.log(`seed ${seed}: ${report.rounds} rounds, ${report.operations} operations; flows reached ${JSON.stringify(report.coverage)}`);
     expect(report.histories).toBe(10);
     expect(report.failures.map(formatFailure)).toEqual([]);
-    // every case of signals, children and the rate key was reached, so its checks ran
-    expect(Object.entries(report.coverage).filter(([, n]) => n === 0).map(([c]) => c)).toEqual([]);
+    for (const [c, n] of Object.entries(report.coverage)) reached.set(c, (reached.get(c) ?? 0) + n);
   }, 180_000); // 16–24 s per seed on a shared 2-core machine (17–22 s before signals, children and rate keys); the budget covers a loaded one
+
+  // Every case was reached, so its checks ran. Over the seeds together, not each: some cases are
+  // races the database decides (a child ending in the round its parent is cancelled), and one
+  // seed's 70 rounds can miss one while another's reach it.
+  it('reached every case of signals, children and the rate key', () => {
+    expect(reached.size).toBeGreaterThan(0);
+    expect([...reached].filter(([, n]) => n === 0).map(([c]) => c)).toEqual([]);
+  });
 });

@@ -1,4 +1,5 @@
 import type { Job, SignalAnswer } from '../../../queue/index.ts';
+import type { Violation } from './checks.ts';
 import type { FlowRound } from './flow-checks.ts';
 import { isTerminal, RATE, RATED_TYPE } from './flows.ts';
 import type { Model } from './model.ts';
@@ -15,7 +16,7 @@ export function absorbFlows(model: Model, r: FlowRound): void {
     const op = o.op;
     if ((op.kind === 'signal' || op.kind === 'event') && o.value) {
       const kept = (o.value as SignalAnswer).keptEventId;
-      if (kept !== null) flows.kept.set(kept, { id: kept, n: op.n, name: op.name, key: op.key ?? '', jobId: op.kind === 'signal' ? op.jobId : null });
+      if (kept !== null) flows.kept.set(kept, { id: kept, n: op.n, name: op.name, key: op.key ?? '', jobId: op.kind === 'signal' ? op.jobId : null, at: now });
     }
     if (op.kind === 'claim' && o.value) {
       for (const j of o.value as Job[]) if (j.type === RATED_TYPE) flows.starts.push(now);
@@ -79,4 +80,23 @@ function tally(model: Model, r: FlowRound): void {
     if (children.some((id) => model.jobs.get(id)?.status === 'running')) c.parentCancelReachedRunning++;
     if (children.some((id) => r.after.get(id)?.finishedAt?.getTime() === now && !isTerminal(model.jobs.get(id)) && r.after.get(id)?.status !== 'cancelled')) c.childEndedAtParentCancel++;
   }
+}
+
+/**
+ * After a prune: the kept events the engine dropped leave the model, each checked against the
+ * prune's rule (worker.prune_signals): its job ended or is gone, so no wait can take it, or it was
+ * kept at or before `cutoff` (now - keptSignalRetentionMs).
+ */
+export function absorbSignalPrune(model: Model, remaining: ReadonlySet<number>, rows: readonly Job[], cutoff: number): Violation[] {
+  const live = new Map(rows.map((j) => [j.id, j]));
+  const out: Violation[] = [];
+  for (const [id, k] of model.flows.kept) {
+    if (remaining.has(id)) continue;
+    model.flows.kept.delete(id);
+    const job = k.jobId === null ? undefined : live.get(k.jobId);
+    const jobEnded = k.jobId !== null && (job === undefined || isTerminal(job));
+    if (jobEnded || k.at <= cutoff) continue;
+    out.push({ invariant: 'prune-drops-dead-events', message: `a prune dropped kept event #${k.n} (${id}, ${k.name}/${k.key || '-'}${k.jobId ? ` for ${k.jobId.slice(-12)}` : ''}), kept at ${k.at} after the cutoff ${cutoff}, its job live` });
+  }
+  return out;
 }

@@ -33,7 +33,9 @@ export type FlowInvariant =
   /** No window of `per` holds more than `limit` step starts of the rate key. */
   | 'rate-window'
   /** A 429 pauses the key: no start of it before the pause ends, the job's attempt unspent. */
-  | 'rate-pause';
+  | 'rate-pause'
+  /** A prune drops a kept event only when no wait can take it (its job ended or is gone) or it is past its retention. */
+  | 'prune-drops-dead-events';
 
 /** What a round did, beyond the outcomes checks.ts sees. */
 export interface FlowRound {

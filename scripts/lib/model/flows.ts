@@ -49,6 +49,8 @@ export interface KeptEvent {
   key: string;
   /** Sent to this job (signalJob); null for (name, key) (sendEvent). */
   jobId: string | null;
+  /** The model's clock when the engine kept it (a prune drops it past keptSignalRetentionMs). */
+  at: number;
 }
 
 /** One spawn: its children in the order given and how many must end. */

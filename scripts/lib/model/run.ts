@@ -4,14 +4,14 @@ import {
   type EnqueueResult, type Job, type JobChildren, type SpawnSettled, type Sql, type WaitEvent,
 } from '../../../queue/index.ts';
 import { settleRateLimitedRow } from '../../../queue/driver/flow-control.ts';
-import { allEvents, allJobs, leaseMsOf, setPoolCapacity, truncateEngineTables, weightCosts } from '../../../queue/driver/tables.ts';
+import { allEvents, allJobs, keptSignalEventIds, leaseMsOf, setPoolCapacity, truncateEngineTables, weightCosts } from '../../../queue/driver/tables.ts';
 import { waitStateOf } from '../../../queue/signals/wait.ts';
 import { historyEvent, type HistoryEvent } from '../history.ts';
 import {
   checkReplay, checkRound, checkStarvation, type BurstAnswer, type Invariant, type Outcome, type UsageSample, type Violation,
 } from './checks.ts';
 import { checkFlowHistory, checkFlowRound, type FlowRound } from './flow-checks.ts';
-import { absorbFlows } from './flow-absorb.ts';
+import { absorbFlows, absorbSignalPrune } from './flow-absorb.ts';
 import { COVERAGE, modelRegistry, RATE, RATED_TYPE, type CoverageCase } from './flows.ts';
 import { describeRound, historySeed, HistoryGenerator, Rng, type Op, type Round } from './generator.ts';
 import { Model, type ModelConfig, type PruneCutoffs } from './model.ts';
@@ -177,6 +177,7 @@ class History {
     let outcomes: Outcome[] = [];
     let burst: BurstAnswer[] = [];
     let cutoffs: PruneCutoffs | undefined;
+    let keptCutoff: number | null = null; // set by a prune: kept events at or before it may be gone
     const timedOut: FlowRound['timedOut'] = [];
     try {
       if (round.kind === 'ops') {
@@ -207,7 +208,9 @@ class History {
         };
         await pruneFinished(this.clients[0]!, {
           now, finishedRetentionMs: round.finishedRetentionMs, failedRetentionMs: round.failedRetentionMs, eventRetentionMs: round.eventRetentionMs,
+          keptSignalRetentionMs: round.finishedRetentionMs,
         });
+        keptCutoff = model.clock - round.finishedRetentionMs;
       }
     } finally {
       busy = false;
@@ -215,6 +218,7 @@ class History {
     }
 
     const rows = await allJobs(this.sql);
+    if (keptCutoff !== null) this.record(absorbSignalPrune(model, await keptSignalEventIds(this.sql), rows, keptCutoff));
     const fresh = (await allEvents(this.sql, { afterId: model.flows.lastEventId })).map(historyEvent);
     const flow: FlowRound = { outcomes, timedOut, after: new Map(rows.map((j) => [j.id, j])), fresh, spawned: new Map(), resumed: new Map(), rateSamples };
     await this.readFamilies(flow);
