@@ -24,3 +24,7 @@ create function worker.enqueue_job_ex(p_type text, p_payload jsonb default '{}',
 returns jsonb language plpgsql as $$
 begin raise exception 'replaced by migrations/functions/worker.enqueue_job_ex.sql'; end $$;
 
+
+-- A concurrency or fairness key is made by worker.payload_key now, which names the key in its
+-- refusal; the old helper has no caller left.
+drop function if exists worker.type_concurrency_key(text, jsonb);

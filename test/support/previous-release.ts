@@ -13,7 +13,7 @@ import { withDatabase } from '../../scripts/lib/database-url.ts';
  * each function as that release had it. test/fixtures/functions-before-NNNN holds the text a
  * function had before migration NNNN changed it; a function is taken from the first of those
  * folders, from `release` on, that has it, else from today's migrations/functions. A function
- * added from `release` on is left out (the release had none).
+ * added from `release` on is left out (the release had none); one dropped since is in a fixture.
  */
 const FIXTURES = new URL('../fixtures/', import.meta.url).pathname;
 
@@ -51,7 +51,9 @@ export function previousRelease(release: string): string {
   for (const f of readdirSync(MIGRATIONS_DIR).filter((f) => MIGRATION_FILE.test(f) && f < release)) symlinkSync(join(MIGRATIONS_DIR, f), join(dir, f));
   const fixtures = readdirSync(FIXTURES).filter((d) => /^functions-before-\d{4}$/.test(d) && d.slice(-4) >= release).sort();
   const added = Object.entries(ADDED).filter(([m]) => m >= release).flatMap(([, files]) => files);
-  for (const f of readdirSync(join(MIGRATIONS_DIR, 'functions')).filter((f) => FUNCTION_FILE.test(f) && !added.includes(f))) {
+  // Today's functions, and those a later migration dropped (only a fixture holds their text).
+  const files = new Set([...readdirSync(join(MIGRATIONS_DIR, 'functions')), ...fixtures.flatMap((d) => readdirSync(join(FIXTURES, d)))]);
+  for (const f of [...files].filter((f) => FUNCTION_FILE.test(f) && !added.includes(f))) {
     const before = fixtures.map((d) => join(FIXTURES, d, f)).find((p) => existsSync(p));
     symlinkSync(before ?? join(MIGRATIONS_DIR, 'functions', f), join(dir, 'functions', f));
   }
