@@ -1,3 +1,4 @@
+// Postgres matrix: migrations from the previous release.
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../queue/db.ts';
 import { claimJobs, completeJob, continueJob, enqueue, enqueueBatch, failJob, retryJob, type Job } from '../../queue/index.ts';
@@ -7,8 +8,8 @@ import { checkHistory } from '../../scripts/lib/history.ts';
 
 /**
  * 0160 moves a database's history onto the job rows: a database filled by the release before it
- * (its migrations, and its claim, completion and rollup functions, kept in
- * test/fixtures/functions-before-0160) migrates without losing or changing one event of any job,
+ * (its migrations and functions, as git holds them: see test/support/previous-release.ts)
+ * migrates without losing or changing one event of any job,
  * and the rolled-up step statistics read the same.
  */
 
