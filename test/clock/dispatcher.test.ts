@@ -1,3 +1,4 @@
+// Postgres matrix: dispatcher shards claiming concurrently through Hyperdrive.
 import { describe, expect, it } from 'vitest';
 import { disarmDispatcher, ensureDispatcherArmed, wakeDispatcher } from '../../functions/dispatch/wake.ts';
 import { createClockHarness } from './support.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: bulk operations against settles.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bulkCancel, bulkRequeue, cancelJob, ConflictError, deadLetters, errorFingerprint, getJob, requeueJob, ValidationError } from '../../queue/index.ts';
 import type { Sql } from '../../queue/db.ts';

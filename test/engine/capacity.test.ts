@@ -1,3 +1,4 @@
+// Postgres matrix: pool capacity, held exactly under concurrent claims.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, completeJob, enqueue, enqueueBatch, getJob, rescueExpiredLeases, ValidationError, type Job } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: crash safety under many concurrent claimers.
 import postgres from 'postgres';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

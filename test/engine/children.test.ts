@@ -1,3 +1,4 @@
+// Postgres matrix: child jobs and joins racing settles and cancels.
 import { z } from 'zod';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {

@@ -1,3 +1,4 @@
+// Postgres matrix: the claim (resource escalation).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, enqueue, getJob, rescueExpiredLeases } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

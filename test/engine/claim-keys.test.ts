@@ -1,3 +1,4 @@
+// Postgres matrix: the claim (concurrency keys, held exactly under concurrent claims).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, enqueueBatch, type EnqueueInput, type Job } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: the claim's plans, which each major's planner makes anew.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, completeJobs, enqueueBatch, rescueExpiredLeases, type Sql } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: the claim (the rows it writes).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CLAIM_ONLY_COLUMNS, CLAIMED_COLUMNS, ROW_HELD_EVENT_COLUMNS, enqueue, getJob, settleAndClaim } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

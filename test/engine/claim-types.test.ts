@@ -1,3 +1,4 @@
+// Postgres matrix: the claim (type filters).
 import postgres from 'postgres';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, enqueueBatch, settleAndClaim, type Sql } from '../../queue/index.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: the claim; parked rows (run_at 'infinity'), which 15 and 16 subtract differently.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { alertUnclaimedJobs, cancelJob, claimJobs, enqueue, ValidationError } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: deadlines.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {

@@ -1,3 +1,4 @@
+// Postgres matrix: concurrent enqueues on the same dedupe and submit keys.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';

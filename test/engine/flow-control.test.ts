@@ -1,3 +1,4 @@
+// Postgres matrix: flow control (pauses, rate limits, fairness) at claim time.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {

@@ -1,3 +1,4 @@
+// Postgres matrix: flow control keys at enqueue and claim.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {

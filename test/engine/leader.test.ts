@@ -1,3 +1,4 @@
+// Postgres matrix: the leader lease under concurrent holders.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimLeaderLease, readLeaderLease, releaseLeaderLease } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: leases and their fence.
 import { z } from 'zod';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {

@@ -1,3 +1,4 @@
+// Postgres matrix: limits at and past their edges.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, completeJob, enqueue, enqueueBatch, getJob, type Job } from '../../queue/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';

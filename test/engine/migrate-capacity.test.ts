@@ -1,3 +1,4 @@
+// Postgres matrix: migrations from the previous release.
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../queue/db.ts';
 import { claimJobs, completeJob, enqueue, getJob, rescueExpiredLeases } from '../../queue/index.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: migrations from the previous release.
 import { describe, expect, it } from 'vitest';
 import { enqueue, listRateLimits, pruneFinished, sendEvent } from '../../queue/index.ts';
 import { migrate } from '../../queue/migrate.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: the model-based concurrency test (lost jobs, double owners, limits, deadlocks).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
 import { formatFailure, formatTrail, runModelHistories } from '../../scripts/lib/model/run.ts';

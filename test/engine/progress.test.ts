@@ -1,3 +1,4 @@
+// Postgres matrix: parked rows (run_at 'infinity'), which 15 and 16 subtract differently.
 import { z } from 'zod';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {

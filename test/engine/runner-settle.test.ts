@@ -1,3 +1,4 @@
+// Postgres matrix: settles batched by concurrent runners.
 import type postgres from 'postgres';
 import { z } from 'zod';
 import { beforeAll, describe, expect, it } from 'vitest';

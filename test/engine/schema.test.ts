@@ -1,3 +1,4 @@
+// Postgres matrix: the checked schema, which 15 dumps differently (a view's columns).
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { FUNCTION_FILE, MIGRATIONS_DIR } from '../../queue/migrate.ts';

@@ -1,3 +1,4 @@
+// Postgres matrix: signals and their pruning.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { beforeAll, describe, expect, it } from 'vitest';

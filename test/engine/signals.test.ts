@@ -1,3 +1,4 @@
+// Postgres matrix: signals racing waits and timeouts.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
 import { migrate } from '../../queue/migrate.ts';
-import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.ts';
+import { EMBEDDED_MAJORS, startEmbeddedPostgres, type EmbeddedMajor } from '../../scripts/embedded-postgres.ts';
 import { withDatabase, withPassword } from '../../scripts/lib/database-url.ts';
 import { allProviders } from '../../sandbox/providers.ts';
 import { startSandbox } from '../../sandbox/server.ts';
@@ -28,22 +28,26 @@ declare module 'vitest' {
 
 /**
  * One Postgres for the whole run: DATABASE_URL when set, otherwise an embedded one in a temp
- * folder. Migrations run once into a template database; each test file clones it (fast, and
- * files never share state, so they run in parallel).
+ * folder (17, or 18 with STARBASE_TEST_PG_MAJOR=18). Migrations run once into a template database;
+ * each test file clones it (fast, and files never share state, so they run in parallel).
  */
 export default async function setup(project: TestProject) {
   // (a password too: the Worker tests' Hyperdrive binding refuses a connection string without one)
   let adminUrl = process.env.DATABASE_URL ? withPassword(process.env.DATABASE_URL) : undefined;
   let stop = async () => {};
   if (!adminUrl) {
-    const pg = await startEmbeddedPostgres({ dataDir: mkdtempSync(join(tmpdir(), 'starbase-test-pg-')), persistent: false });
+    const wanted = Number(process.env.STARBASE_TEST_PG_MAJOR ?? 17);
+    if (!EMBEDDED_MAJORS.includes(wanted as EmbeddedMajor)) {
+      throw new Error(`STARBASE_TEST_PG_MAJOR=${wanted} has no embedded server (${EMBEDDED_MAJORS.join(', ')} do): set DATABASE_URL to a Postgres ${wanted}`);
+    }
+    const pg = await startEmbeddedPostgres({ dataDir: mkdtempSync(join(tmpdir(), 'starbase-test-pg-')), persistent: false, major: wanted as EmbeddedMajor });
     adminUrl = pg.url;
     stop = pg.stop;
   }
   const template = `sb_template_${process.pid}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  // Which server the run is on, in the output; STARBASE_TEST_PG_MAJOR (set by `npm run test:pg15`)
-  // makes a run on another major version fail instead of passing for the wrong reason.
+  // Which server the run is on, in the output; STARBASE_TEST_PG_MAJOR (set by `npm run test:pg15`
+  // and `test:pg18`) makes a run on another major version fail instead of passing for the wrong reason.
   const [{ server_version: version }] = await admin<[{ server_version: string }]>`show server_version`;
   const { hostname, port } = new URL(adminUrl);
   console.log(`tests on Postgres ${version} at ${hostname}:${port}${process.env.DATABASE_URL ? ' (DATABASE_URL)' : ' (embedded)'}`);

@@ -1,3 +1,4 @@
+// Postgres matrix: the tick's drain over parked rows: 15 and 16 refuse 'infinity' - now().
 import { beforeAll, describe, expect, it } from 'vitest';
 import { countJobs, createWorkerHarness, type WorkerHarness } from './support.ts';
 
