@@ -47,6 +47,8 @@ const NOT_RUN: Record<string, string> = {
   'docs/deploying.md: npm install npm start # PORT=8787 by default; SANDBOX_PORT to pin the sandbox': 'as README.md\'s `npm start`',
   'docs/engine.md: npm run migrate # apply pending migrations (safe to run concurrently) npm run worker # run jobs until SIGTERM/SIGINT (graceful) npm run work':
     'a synopsis of the CLI (`<…>` stands for ids and values); test/scripts/cli.test.ts and worker-signals.test.ts run each command',
+  'docs/engine.md: npm test -- test/engine/lease.test.ts # one file npm test -- --project engine # one project: engine, worker, clock or stack npm test -- --cha':
+    'each would run a part of this very suite; test/docs/inner-loop.test.ts lists the files each selects (`vitest list`, same arguments and environment)',
   'docs/operations.md: npm run ops -- stuck npm run ops -- release-lease 3f6c… # hand a stuck job back to the queue npm run ops -- requeue 3f6c… # run a poison job':
     'ids of jobs that exist only in the example; test/scripts/ops.test.ts runs each ops command',
   'docs/operations.md: npm run ops -- depth | lease | running | stuck | inspect npm run ops -- requeue <id> | fail <id> --reason "…" | cancel <id> | release-lease ':
