@@ -2,7 +2,7 @@ import { ConflictError, NotFoundError, type Job, type JobChildren, type SignalAn
 import type { HistoryEvent } from '../history.ts';
 import type { Outcome, Violation } from './checks.ts';
 import { isTerminal, matches, openWait, RATE, RATED_TYPE, waitOf, type Family, type Flows, type WaitSpec } from './flows.ts';
-import type { Op } from './generator.ts';
+import type { Op, SpawnChoice } from './generator.ts';
 import type { Model } from './model.ts';
 
 /**
@@ -45,8 +45,11 @@ export interface FlowRound {
   after: Map<string, Job>;
   /** The events this round wrote. */
   fresh: HistoryEvent[];
-  /** Per parent that spawned in this round: what the settle answered and its children. */
-  spawned: Map<string, { settled: SpawnSettled; children: JobChildren | null; given: string[] }>;
+  /**
+   * Per parent that spawned in this round: the spawn the database took (a stale owner's spawn of the
+   * same parent in the same round is refused and not here), what it answered, and its children.
+   */
+  spawned: Map<string, { spawn: SpawnChoice; settled: SpawnSettled; children: JobChildren | null; given: string[] }>;
   /** Per parent claimed at its resume step: its children as ctx.children() reads them. */
   resumed: Map<string, JobChildren | null>;
   /** Rate-key starts in the window at moments sampled during the round. */
@@ -195,12 +198,11 @@ function checkChildren(model: Model, r: FlowRound): Violation[] {
   const out: Violation[] = [];
   const flows = model.flows;
   const now = model.clock;
-  for (const [parentId, { settled, children, given }] of r.spawned) {
-    const op = settles(r.outcomes, 'spawn').find((o) => o.op.lease.jobId === parentId)!.op;
-    const total = op.spawn!.children.length;
-    const need = op.spawn!.join === 'all' ? total : op.spawn!.join === 'first' ? 1 : op.spawn!.join;
+  for (const [parentId, { spawn, settled, children, given }] of r.spawned) {
+    const total = spawn.children.length;
+    const need = spawn.join === 'all' ? total : spawn.join === 'first' ? 1 : spawn.join;
     if (settled.total !== total || settled.created !== total || settled.need !== need || children?.children.length !== total) {
-      out.push({ invariant: 'join', message: `spawn of ${total} children (join ${op.spawn!.join}) by ${short(parentId)}: answered ${JSON.stringify(settled)}, ${children?.children.length ?? 'no'} children read` });
+      out.push({ invariant: 'join', message: `spawn of ${total} children (join ${spawn.join}) by ${short(parentId)}: answered ${JSON.stringify(settled)}, ${children?.children.length ?? 'no'} children read` });
     } else if (children.children.some((c, i) => c.id !== given[i])) {
       out.push({ invariant: 'join-outcomes', message: `spawn by ${short(parentId)}: its children read ${children.children.map((c) => short(c.id)).join(',')}, given in the order ${given.map(short).join(',')}` });
     }

@@ -238,7 +238,7 @@ class History {
         // the children in the order given, found by their payloads (each child's text is unique)
         const rows = [...flow.after.values()];
         const given = o.op.spawn!.children.map((c) => rows.find((j) => j.type === c.type && j.payload.text === (c.payload as { text: string }).text)?.id ?? '?');
-        flow.spawned.set(o.op.lease.jobId, { settled: o.value as SpawnSettled, children: await jobChildren(this.sql, o.op.lease.jobId), given });
+        flow.spawned.set(o.op.lease.jobId, { spawn: o.op.spawn!, settled: o.value as SpawnSettled, children: await jobChildren(this.sql, o.op.lease.jobId), given });
       }
       if (o.op.kind === 'claim' && o.value) {
         for (const j of o.value as Job[]) {
