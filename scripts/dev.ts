@@ -149,6 +149,10 @@ try {
     process.execPath,
     [
       `${PROJECT_ROOT}node_modules/wrangler/bin/wrangler.js`, 'dev', '--port', String(port), '--ip', '127.0.0.1',
+      // wrangler's default inspector port is 9229 if it looks free when asked, bound later: two
+      // stacks starting at once both took it and one died (address in use). 0 binds a port the
+      // system picks, whoever else starts.
+      '--inspector-port', process.env.INSPECTOR_PORT ?? '0',
       '--test-scheduled', '--persist-to', `${DATA}/wrangler`, '--show-interactive-dev-session=false', '--log-level', 'warn',
       '--env-file', devVars,
     ],
