@@ -26,11 +26,14 @@ afterAll(async () => {
 export async function startDevStack(options: { env?: Record<string, string> } = {}): Promise<DevStack> {
   const db = await createTestDatabase();
   const dataDir = mkdtempSync(join(tmpdir(), 'starbase-e2e-'));
-  let stack: LaunchedDevStack | undefined;
+  const launch = launchDevStack({ databaseUrl: db.url, dataDir, env: options.env });
+  // The file's afterAll can run while a launch is still under way (a sibling launch failed):
+  // it waits for this one to finish booting, then stops it.
   started.push(async () => {
+    const stack: LaunchedDevStack | undefined = await launch.catch(() => undefined);
     await stack?.stop();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  stack = await launchDevStack({ databaseUrl: db.url, dataDir, env: options.env });
+  const stack = await launch;
   return { ...stack, databaseUrl: db.url };
 }
