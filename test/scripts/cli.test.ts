@@ -24,7 +24,8 @@ function runScript(script: string, args: string[] = []): Run {
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // 'close', not 'exit': at exit the last output can still be in the pipe
+  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   return { child, output: () => out, exit };
 }
 

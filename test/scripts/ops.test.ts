@@ -18,7 +18,8 @@ function ops(args: string[], databaseUrl = db.url): Promise<{ code: number | nul
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  return new Promise((resolve) => child.on('exit', (code) => resolve({ code, out })));
+  // 'close', not 'exit': at exit the last output can still be in the pipe
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })));
 }
 
 const statusOf = async (id: string) => (await db.sql`select status from worker.jobs where id = ${id}`)[0]!.status as string;

@@ -41,7 +41,8 @@ function start(argv: string[]): Tree {
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
+    // 'close', not 'exit': at exit the last output can still be in the pipe
+    child.on('close', (code, signal) => resolve({ code, signal })),
   );
   return { child, pgid: child.pid!, output: () => out, exit };
 }
