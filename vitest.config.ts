@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * The Postgres matrix (`npm run test:pg15`, `npm run test:pg18`) runs only the files that say why
@@ -54,6 +55,20 @@ function nodeProject(name: string, dirs: string[]): TestProjectInlineConfigurati
   return { test: { name, include: include(dirs), environment: 'node', testTimeout: 60_000, hookTimeout: 60_000 } };
 }
 
+/**
+ * Vitest runs the projects one after another in name order (clock, engine, stack, worker), each
+ * file as a worker comes free. The stack's files are the longest (the docs' commands and the
+ * dashboard's browser test take about 30 s each) and were the tail of the run: they go first,
+ * and the many short Worker files fill the workers at the end.
+ */
+const PROJECT_ORDER = ['stack', 'engine', 'clock', 'worker'];
+class StackFirstSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (f: TestSpecification) => PROJECT_ORDER.indexOf(f.project.name);
+    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
+  }
+}
+
 // One Postgres for the run (embedded, or DATABASE_URL), started by the global setup and shared by
 // the projects. Files run four at a time on two cores: most of a file's time is spent waiting on
 // Postgres, workerd, a browser or a child process (docs/engine.md, "Tests", has the measurements).
@@ -63,6 +78,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     maxWorkers: 4,
+    sequence: { sequencer: StackFirstSequencer },
     projects: [
       // The engine, the job types against the sandbox, the CLI and scripts: Node, each file in its
       // own database.
