@@ -92,6 +92,18 @@ describe('POST /webhooks/stripe (handleStripeWebhook)', () => {
     expect(await snapshot()).toEqual(before);
   });
 
+  it('takes a timestamp up to 300 s ahead of its clock and refuses one 301 s ahead, changing nothing', async () => {
+    const at = new Date(DEC_1_0100 * 1000);
+    const body = invoiceEvent('customer.updated', { id: 'evt_skew' });
+    expect(await deliver(body, signStripePayload(body, SECRET, DEC_1_0100 + 300), at)).toMatchObject({ status: 200, body: { outcome: 'ignored' } });
+    const before = await snapshot();
+    expect(await deliver(body, signStripePayload(body, SECRET, DEC_1_0100 + 301), at)).toEqual({
+      status: 400,
+      body: { error: 'Stripe signature verification failed: the timestamp is 301 s in the future (more than 300 s of clock skew)' },
+    });
+    expect(await snapshot()).toEqual(before);
+  });
+
   it('says the timestamp is the problem for an old request', async () => {
     const body = invoiceEvent('invoice.paid', { id: 'evt_old' });
     const result = await deliver(body, signStripePayload(body, SECRET, DEC_1_0100), new Date((DEC_1_0100 + 301) * 1000));

@@ -91,12 +91,14 @@ describe('POST /webhooks/stripe: signed but malformed events', () => {
     }
   });
 
-  it('refuses a signature timestamp more than 5 minutes ahead (a year, an hour, 301 s) and accepts small skew', async () => {
-    const now = Math.floor(Date.now() / 1000);
+  it('refuses a signature timestamp more than 5 minutes ahead (a year, an hour, 310 s) and accepts small skew', async () => {
     const body = stripeEventPayload('invoice.payment_failed', invoice);
-    for (const ahead of [365 * 86_400, 3600, 301]) {
+    // The Worker reads its own clock, later than ours by however long a loaded machine takes to
+    // deliver: 310 s stays past the 300 s edge whatever that is (the edge itself, 300 taken and 301
+    // refused, is tested on a pinned clock in test/jobs/billing-webhook.test.ts).
+    for (const ahead of [365 * 86_400, 3600, 310]) {
       const before = await snapshot();
-      const res = await deliver(body, await sdkSign(body, now + ahead));
+      const res = await deliver(body, await sdkSign(body, Math.floor(Date.now() / 1000) + ahead));
       expect(res.status, `${ahead} s ahead`).toBe(400);
       const answer = (await res.json()) as { error: { code: string; message: string } };
       expect(answer.error.code).toBe('bad_signature');
@@ -105,7 +107,7 @@ describe('POST /webhooks/stripe: signed but malformed events', () => {
     }
     // a clock a little ahead of ours is normal: 60 s ahead is accepted
     const unhandled = stripeEventPayload('customer.created', { id: 'cus_new', object: 'customer' });
-    expect((await deliver(unhandled, await sdkSign(unhandled, now + 60))).status).toBe(200);
+    expect((await deliver(unhandled, await sdkSign(unhandled, Math.floor(Date.now() / 1000) + 60))).status).toBe(200);
   });
 
   it('still accepts a well-formed event signed by the SDK', async () => {
