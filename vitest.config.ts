@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { inPostgresMatrix } from './test/support/matrix.ts';
 
 /**
  * The Postgres matrix (`npm run test:pg15`, `npm run test:pg18`) runs only the files that say why
@@ -10,7 +11,6 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * chaos tests, migrations) and the few files that test what differs between majors. Every other
  * file runs once, on `npm test`'s Postgres.
  */
-const MATRIX_MARK = /^\s*(?:\/\/|\*) Postgres matrix: \S/m;
 const matrixOnly = process.env.STARBASE_TEST_MATRIX === '1';
 
 function testFiles(dir: string): string[] {
@@ -22,7 +22,7 @@ function testFiles(dir: string): string[] {
 /** A project's files: every test file under `dirs`, or in the matrix only those that carry the mark. */
 function include(dirs: string[]): string[] {
   if (!matrixOnly) return dirs.map((d) => `${d}/**/*.test.ts`);
-  return dirs.flatMap(testFiles).filter((f) => MATRIX_MARK.test(readFileSync(f, 'utf8')));
+  return dirs.flatMap(testFiles).filter((f) => inPostgresMatrix(readFileSync(f, 'utf8')));
 }
 
 /** A project of tests inside workerd, on wrangler.toml's bindings (Hyperdrive pointed at `database`). */
@@ -56,10 +56,10 @@ function nodeProject(name: string, dirs: string[]): TestProjectInlineConfigurati
 }
 
 /**
- * Vitest runs the projects one after another in name order (clock, engine, stack, worker), each
- * file as a worker comes free. The stack's files are the longest (the docs' commands and the
- * dashboard's browser test take about 30 s each) and were the tail of the run: they go first,
- * and the many short Worker files fill the workers at the end.
+ * Vitest queues the files by project name (clock, engine, stack, worker) and hands each to the
+ * next free worker. The stack's files are the longest (the docs' commands and the dashboard's
+ * browser test take about 30 s each) and were the tail of the run: they go first, and the many
+ * short Worker files fill the workers at the end.
  */
 const PROJECT_ORDER = ['stack', 'engine', 'clock', 'worker'];
 class StackFirstSequencer extends BaseSequencer {

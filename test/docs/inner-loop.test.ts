@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../scripts/lib/cli.ts';
+import { inPostgresMatrix } from '../support/matrix.ts';
 import { fencedBlocks } from './doc-blocks.ts';
 
 /**
@@ -13,7 +14,6 @@ import { fencedBlocks } from './doc-blocks.ts';
  */
 const VITEST = join(PROJECT_ROOT, 'node_modules/vitest/vitest.mjs');
 const scripts = (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-const MARK = /^\s*(?:\/\/|\*) Postgres matrix: \S/m;
 const scratch: string[] = [];
 afterAll(() => scratch.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
@@ -51,7 +51,7 @@ function listed(line: string, root = PROJECT_ROOT): string[] {
 
 const allFiles = (root = PROJECT_ROOT) =>
   execFileSync('git', ['-C', root, 'ls-files', 'test'], { encoding: 'utf8' }).split('\n').filter((f) => f.endsWith('.test.ts')).sort();
-const marked = () => allFiles().filter((f) => MARK.test(readFileSync(join(PROJECT_ROOT, f), 'utf8')));
+const marked = () => allFiles().filter((f) => inPostgresMatrix(readFileSync(join(PROJECT_ROOT, f), 'utf8')));
 
 const CASES: Record<string, () => void> = {
   'npm test -- test/engine/lease.test.ts': () => {
