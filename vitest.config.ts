@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
-import { inPostgresMatrix } from './test/support/matrix.ts';
+import { inPostgresMatrix } from './scripts/lib/test-matrix.ts';
 
 /**
  * The Postgres matrix (`npm run test:pg15`, `npm run test:pg18`) runs only the files that say why

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../scripts/lib/cli.ts';
-import { inPostgresMatrix } from '../support/matrix.ts';
+import { inPostgresMatrix } from '../../scripts/lib/test-matrix.ts';
 import { fencedBlocks } from './doc-blocks.ts';
 
 /**
