@@ -864,7 +864,9 @@ declare
 begin
   -- The body of worker.bulk_requeue and worker.bulk_cancel. A dry run counts what the filter
   -- takes now and changes nothing. Otherwise one batch: the next p_limit jobs by id after p_after,
-  -- each locked (in id order, so two bulk operations cannot deadlock), checked against the filter
+  -- all locked first in the engine's one lock order (worker.lock_job_trees: for a cancel their
+  -- unfinished descendants too, deepest first, then the jobs by id; so a bulk operation never
+  -- holds a parent while it waits for a child a settle holds), each checked against the filter
   -- again (a concurrent operation may have moved it on: skipped), and changed by the single
   -- operation itself (worker.requeue_job / worker.cancel_job: the same transition, checks and
   -- event). next_after is the cursor for the next batch, null when this one was the last.
@@ -880,6 +882,11 @@ begin
   -- p_limit does not take an empty last call
   v_ids := array(select worker.job_filter_next_ids(v_f, p_after, p_limit + 1));
   next_after := case when cardinality(v_ids) > p_limit then v_ids[p_limit] end;
+  if p_op = 'cancel' then
+    perform worker.lock_job_trees(v_ids[1:p_limit]);
+  else
+    perform 1 from worker.jobs j where j.id = any (v_ids[1:p_limit]) order by j.id for update;
+  end if;
   foreach v_id in array v_ids[1:p_limit] loop
     matched := matched + 1;
     select * into v_row from worker.jobs j where j.id = v_id for update;
@@ -933,24 +940,14 @@ declare
   v_n     integer := 0;
 begin
   -- Cancel a parent's unfinished children (and theirs) through worker.cancel_job, so a started
-  -- child's cancel hook runs; called by worker.cancel_job for the parent. Every job of the tree
-  -- is locked first, deepest first: a child's settle holds the child's row and then locks its
-  -- parent's (worker.child_job_ended), so locking the other way round could deadlock.
+  -- child's cancel hook runs; called by worker.cancel_job for the parent, which has locked the
+  -- whole tree already (worker.lock_job_trees), so nothing here waits for a lock.
   for v_child in
-    with recursive tree as (
-      select c.child_id, 1 as depth from worker.job_children c where c.parent_id = p_id and c.ended_at is null
-      union all
-      select c.child_id, t.depth + 1 from tree t
-        join worker.job_children c on c.parent_id = t.child_id and c.ended_at is null
-       where t.depth < 32
-    ), nodes as (
-      select child_id, max(depth) as depth, bool_or(depth = 1) as direct from tree group by child_id
-    )
-    select j.id, j.status, n.direct from nodes n join worker.jobs j on j.id = n.child_id
-     order by n.depth desc, j.id
-       for update of j
+    select j.id, j.status from worker.job_children c join worker.jobs j on j.id = c.child_id
+     where c.parent_id = p_id and c.ended_at is null
+     order by j.id
   loop
-    continue when not v_child.direct or v_child.status not in ('queued', 'running');
+    continue when v_child.status not in ('queued', 'running');
     perform worker.cancel_job(v_child.id, 'parent ' || p_id || ' cancelled: ' || p_reason, p_now);
     v_n := v_n + 1;
   end loop;
@@ -970,10 +967,9 @@ begin
   -- A job that never started is cancelled at once. A started one (running, or queued between
   -- steps with work outstanding at a provider) gets a request: the runner runs its type's cancel
   -- hook at the next step boundary, then ends it cancelled. A second request changes nothing.
-  -- A parent's unfinished children are cancelled with it, before its own row is locked (the
-  -- lock order worker.cancel_children explains); again after, for children a settle that held
-  -- the row meanwhile spawned.
-  perform worker.cancel_children(p_id, v_reason, v_now);
+  -- A parent's unfinished children are cancelled with it: its tree is locked first, in the
+  -- engine's one lock order (worker.lock_job_trees), then each child's cancel runs under it.
+  perform worker.lock_job_trees(array[p_id]);
   v_was := worker.lock_job_for(p_id, 'cancel', '{queued,running}');
   perform worker.cancel_children(p_id, v_reason, v_now);
   if v_was.status = 'queued' and v_was.started_at is null then
@@ -2275,6 +2271,25 @@ begin
   return v_f;
 end $function$;
 
+CREATE OR REPLACE FUNCTION worker.job_tree_order(p_ids uuid[])
+ RETURNS uuid[]
+ LANGUAGE sql
+ STABLE
+AS $function$
+  -- The jobs and their unfinished descendants (to depth 32) in the engine's lock order
+  -- (worker.lock_job_trees): deepest first, by id within a depth; a job both given and a
+  -- descendant of another given one takes its place as the descendant.
+  with recursive tree as (
+    select r.id, 0 as depth from unnest(p_ids) r(id)
+    union all
+    select c.child_id, t.depth + 1 from tree t
+      join worker.job_children c on c.parent_id = t.id and c.ended_at is null
+     where t.depth < 32
+  )
+  select coalesce(array_agg(id order by depth desc, id), '{}')
+    from (select id, max(depth) as depth from tree group by id) n
+$function$;
+
 CREATE OR REPLACE FUNCTION worker.lock_job_for(p_id uuid, p_verb text, p_from text[])
  RETURNS worker.jobs
  LANGUAGE plpgsql
@@ -2294,6 +2309,39 @@ begin
       using errcode = 'SB409';
   end if;
   return v_job;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.lock_job_trees(p_ids uuid[])
+ RETURNS SETOF uuid
+ LANGUAGE plpgsql
+AS $function$
+declare
+  v_tree  uuid[];
+  v_again uuid[];
+begin
+  -- The engine's lock order for a change that reaches a job's children (a cancel, one or in
+  -- bulk): every unfinished descendant of the jobs first, deepest first and by id within a
+  -- depth, then the jobs themselves by id, in one statement. A child's settle holds the child's
+  -- row and then locks its parent's (worker.child_job_ended), and a batched settle holds the
+  -- children of several parents before it locks any of them, so every lock of a parent must come
+  -- after the locks of all the children it will wait for. A child spawned between the read of
+  -- the tree and the lock (by a settle that held its parent meanwhile) would be locked after its
+  -- parent: then the locks are let go and taken again. Answers the locked ids: the jobs that
+  -- exist, descendants first.
+  loop
+    begin
+      v_tree := worker.job_tree_order(p_ids);
+      perform 1 from worker.jobs j join unnest(v_tree) with ordinality as t(id, o) on j.id = t.id order by t.o for update of j;
+      v_again := worker.job_tree_order(p_ids);
+      if v_again = v_tree then
+        return query select t.id from unnest(v_tree) t(id) where exists (select 1 from worker.jobs j where j.id = t.id);
+        return;
+      end if;
+      raise exception 'the tree grew while it was locked' using errcode = 'SB4TG';
+    exception when sqlstate 'SB4TG' then
+      null; -- the block's locks are released with it: take them again in order
+    end;
+  end loop;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.lock_signal_channel(p_name text, p_key text)

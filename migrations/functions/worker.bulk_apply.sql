@@ -12,7 +12,9 @@ declare
 begin
   -- The body of worker.bulk_requeue and worker.bulk_cancel. A dry run counts what the filter
   -- takes now and changes nothing. Otherwise one batch: the next p_limit jobs by id after p_after,
-  -- each locked (in id order, so two bulk operations cannot deadlock), checked against the filter
+  -- all locked first in the engine's one lock order (worker.lock_job_trees: for a cancel their
+  -- unfinished descendants too, deepest first, then the jobs by id; so a bulk operation never
+  -- holds a parent while it waits for a child a settle holds), each checked against the filter
   -- again (a concurrent operation may have moved it on: skipped), and changed by the single
   -- operation itself (worker.requeue_job / worker.cancel_job: the same transition, checks and
   -- event). next_after is the cursor for the next batch, null when this one was the last.
@@ -28,6 +30,11 @@ begin
   -- p_limit does not take an empty last call
   v_ids := array(select worker.job_filter_next_ids(v_f, p_after, p_limit + 1));
   next_after := case when cardinality(v_ids) > p_limit then v_ids[p_limit] end;
+  if p_op = 'cancel' then
+    perform worker.lock_job_trees(v_ids[1:p_limit]);
+  else
+    perform 1 from worker.jobs j where j.id = any (v_ids[1:p_limit]) order by j.id for update;
+  end if;
   foreach v_id in array v_ids[1:p_limit] loop
     matched := matched + 1;
     select * into v_row from worker.jobs j where j.id = v_id for update;

@@ -11,10 +11,9 @@ begin
   -- A job that never started is cancelled at once. A started one (running, or queued between
   -- steps with work outstanding at a provider) gets a request: the runner runs its type's cancel
   -- hook at the next step boundary, then ends it cancelled. A second request changes nothing.
-  -- A parent's unfinished children are cancelled with it, before its own row is locked (the
-  -- lock order worker.cancel_children explains); again after, for children a settle that held
-  -- the row meanwhile spawned.
-  perform worker.cancel_children(p_id, v_reason, v_now);
+  -- A parent's unfinished children are cancelled with it: its tree is locked first, in the
+  -- engine's one lock order (worker.lock_job_trees), then each child's cancel runs under it.
+  perform worker.lock_job_trees(array[p_id]);
   v_was := worker.lock_job_for(p_id, 'cancel', '{queued,running}');
   perform worker.cancel_children(p_id, v_reason, v_now);
   if v_was.status = 'queued' and v_was.started_at is null then

@@ -95,3 +95,8 @@ export async function setPoolCapacity(sql: Queryable, pool: string, maxRunningWe
     insert into worker.pool_capacity (pool, enabled, max_running_weight) values (${pool}, true, ${maxRunningWeight})
     on conflict (pool) do update set enabled = true, max_running_weight = excluded.max_running_weight`;
 }
+
+/** Lock one job's row until the caller's transaction ends, changing nothing: a transaction stalled between two statements, as tests stage it. */
+export async function lockJobRow(sql: Queryable, id: string): Promise<void> {
+  await sql`select id from worker.jobs where id = ${id} for update`;
+}

@@ -10,14 +10,17 @@ import { formatFailure, formatTrail, runModelHistories } from '../../scripts/lib
  * clock, cancels, rescues, prunes of finished jobs and of events; steps that wait for an event
  * with signals to the job and events by (name, key) before, during and racing the wait, and
  * timeouts; spawns of children with a join, children that complete, fail or are cancelled, and
- * parents cancelled while their children run; a rate-limited type and its 429s) run against the
+ * parents cancelled while their children run; bulk cancels and bulk retries of a window of jobs
+ * racing all of these; staged rounds that replay the interleaving of lock waits in which a bulk
+ * cancel of a parent once deadlocked with its child's settle (scripts/lib/lock-stages.ts); a
+ * rate-limited type and its 429s) run against the
  * real database through the engine's API; after every round and every history the table, the
  * history and the answers are checked against a reference model (scripts/lib/model/): answered
  * jobs survive, one owner per job, limits hold at sampled moments, no starvation, identical
  * resubmits answer the same job before and after pruning, every event history replays to its
  * row; each wait takes exactly one event, kept events go to the next wait, none is delivered
  * twice or outside the history, a waiting job is never claimed, a timed-out wait resumes
- * timed_out; a parent resumes once when its join holds, with each child's outcome, and its cancel
+ * timed_out; a bulk operation's answer adds up and no operation fails with a deadlock; a parent resumes once when its join holds, with each child's outcome, and its cancel
  * reaches its children; no window of the rate key holds more than its limit of starts, none
  * starts while a 429 pauses it, and the 429's job keeps its attempt. Each history also counts the
  * cases of signals, children and the rate key it reached; a case no history reached fails the

@@ -1,7 +1,7 @@
-import { ConflictError, type EnqueueResult, type Job, type RetryOutcome } from '../../../queue/index.ts';
+import { ConflictError, type BulkCancelResult, type BulkRequeueResult, type EnqueueResult, type Job, type RetryOutcome } from '../../../queue/index.ts';
 import { replayHistory, type HistoryEvent } from '../history.ts';
 import { signalRefusalAllowed, type FlowInvariant } from './flow-checks.ts';
-import { describeOp, type Op, type Round } from './generator.ts';
+import { bulkCancels, describeOp, type Op, type Round } from './generator.ts';
 import { Model, sameRequest, type PruneCutoffs } from './model.ts';
 
 /**
@@ -35,6 +35,8 @@ export type Invariant =
   | 'dedupe'
   /** A finished job cannot be cancelled. */
   | 'cancel'
+  /** A bulk operation's answer adds up (applied + skipped = matched) and its walk ends. */
+  | 'bulk'
   /** Every job's event history (as far as retained) replays to its row. */
   | 'history-replays'
   /** An operation failed in a way no rule allows. */
@@ -168,7 +170,7 @@ function checkOutcomes(model: Model, outcomes: Outcome[], after: Map<string, Job
         const rescued = before?.status === 'running' && before.lockedUntil !== null && before.lockedUntil.getTime() < now && racesRescue;
         const superseded = before?.dedupeKey != null && outcomes.some((x) => x.op.kind === 'enqueue' && x.op.input.dedupeKey === before.dedupeKey);
         // a parent's cancel in the same round may have cancelled this never-started child first
-        const cascaded = outcomes.some((x) => x.op.kind === 'cancel' && x !== o && model.flows.descends(op.jobId, x.op.jobId));
+        const cascaded = outcomes.some((x) => (x.op.kind === 'cancel' && x !== o && model.flows.descends(op.jobId, x.op.jobId)) || bulkCancels(x.op));
         if (before && (before.status === 'queued' || before.status === 'running') && !released.has(op.jobId) && !rescued && !superseded && !cascaded) {
           out.push({ invariant: 'cancel', message: `${what}: 409 for a ${before.status} job: ${errorText(o.error)}` });
         }
@@ -242,6 +244,14 @@ function checkOutcomes(model: Model, outcomes: Outcome[], after: Map<string, Job
         if (op.how === 'retry' && held && before && current) {
           const expect = before.attempts >= before.maxAttempts ? 'failed' : 'queued';
           if (o.value !== expect) out.push({ invariant: 'fence', message: `${what}: retry at attempt ${before.attempts}/${before.maxAttempts} ended ${String(o.value)}, expected ${expect}` });
+        }
+        break;
+      }
+      case 'bulk': {
+        const r = o.value as BulkCancelResult & BulkRequeueResult;
+        const applied = op.action === 'cancel' ? r.cancelled + r.cancelRequested : r.requeued;
+        if (applied + r.skipped !== r.matched || r.nextCursor !== null) {
+          out.push({ invariant: 'bulk', message: `${what}: answered ${JSON.stringify(r)}: what it applied and skipped should add up to what it matched, and the walk should end` });
         }
         break;
       }

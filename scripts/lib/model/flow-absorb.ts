@@ -27,6 +27,7 @@ export function absorbFlows(model: Model, r: FlowRound): void {
     }
   }
   for (const e of r.fresh) {
+    if (e.kind === 'requeued') flows.requeued.add(e.job_id);
     const keptId = e.detail.keptEventId as number | undefined;
     if (e.kind === 'signalled' && e.detail.delivered === true && keptId !== undefined) {
       flows.taken.add(keptId);

@@ -2,7 +2,7 @@ import { ConflictError, NotFoundError, type Job, type JobChildren, type SignalAn
 import type { HistoryEvent } from '../history.ts';
 import type { Outcome, Violation } from './checks.ts';
 import { isTerminal, matches, openWait, RATE, RATED_TYPE, waitOf, type Family, type Flows, type WaitSpec } from './flows.ts';
-import type { Op, SpawnChoice } from './generator.ts';
+import { bulkCancels, type Op, type SpawnChoice } from './generator.ts';
 import type { Model } from './model.ts';
 
 /**
@@ -78,7 +78,7 @@ export function checkFlowRound(model: Model, r: FlowRound): Violation[] {
 /** Whether an op of the round could end `job`'s wait or make it due: an event on it, or a cancel reaching it. */
 function mayEndWait(model: Model, outcomes: Outcome[], jobId: string, wait: WaitSpec | null): boolean {
   return outcomes.some(({ op }) =>
-    (op.kind === 'cancel' && model.flows.descends(jobId, op.jobId)) ||
+    (op.kind === 'cancel' && model.flows.descends(jobId, op.jobId)) || bulkCancels(op) ||
     (wait !== null && op.kind === 'signal' && op.jobId === jobId && matches(wait, { name: op.name, key: op.key, forJob: true })) ||
     (wait !== null && op.kind === 'event' && matches(wait, { name: op.name, key: op.key, forJob: false })));
 }
@@ -150,6 +150,8 @@ function checkSignals(model: Model, r: FlowRound): Violation[] {
     }
   }
   for (const t of r.timedOut) {
+    // an operator's requeue runs a job again from its checkpoint: the wait it was cancelled in ends timed out
+    if (flows.requeuedIn({ parentId: t.jobId, children: [] }, r.fresh)) continue;
     const spec = waitOf(model.jobs.get(t.jobId));
     const e = t.event;
     if (!spec || !e || e.outcome !== 'timed_out' || e.name !== spec.name || (e.key ?? '') !== spec.key || spec.timeoutAt === null || spec.timeoutAt > now) {
@@ -180,11 +182,11 @@ function checkClaims(model: Model, r: FlowRound): Violation[] {
     for (const j of o.value as Job[]) {
       const before = model.jobs.get(j.id);
       const wait = openWait(before, now);
-      if (wait && !mayEndWait(model, r.outcomes, j.id, wait)) {
+      if (wait && !mayEndWait(model, r.outcomes, j.id, wait) && !flows.requeuedIn({ parentId: j.id, children: [] }, r.fresh)) {
         out.push({ invariant: 'wait-not-claimed', message: `c${o.op.client} claimed job ${short(j.id)} while it waited (${describeWait(before)})` });
       }
       const family = flows.latestFamily(j.id);
-      if (family && family.joinedAt === null && before?.status === 'queued' && before.step === 'joined' && before.cancelRequestedAt === null &&
+      if (family && family.joinedAt === null && !flows.requeuedIn(family, r.fresh) && before?.status === 'queued' && before.step === 'joined' && before.cancelRequestedAt === null &&
           flows.endedOf(family, r.after) < family.need && !mayEndWait(model, r.outcomes, j.id, null)) {
         out.push({ invariant: 'join', message: `c${o.op.client} claimed parent ${short(j.id)} with ${flows.endedOf(family, r.after)} of the ${family.need} children its join needs ended` });
       }
@@ -214,7 +216,7 @@ function checkChildren(model: Model, r: FlowRound): Violation[] {
   }
   for (const f of families) {
     const parent = r.after.get(f.parentId);
-    if (!parent || isTerminal(parent) || f.joinedAt !== null) continue;
+    if (!parent || isTerminal(parent) || f.joinedAt !== null || flows.requeuedIn(f, r.fresh)) continue;
     const ended = flows.endedOf(f, r.after);
     const parked = parent.status === 'queued' && parent.step === 'joined' && parent.runAt.getTime() > now;
     if (ended < f.need && parent.status === 'queued' && parent.step === 'joined' && parent.cancelRequestedAt === null && !parked) {
@@ -240,7 +242,7 @@ function checkChildren(model: Model, r: FlowRound): Violation[] {
   for (const [parentId, fs] of flows.families) {
     const parent = r.after.get(parentId);
     const cancelAt = parent?.cancelRequestedAt?.getTime();
-    if (cancelAt === undefined) continue;
+    if (cancelAt === undefined || fs.some((f) => flows.requeuedIn(f, r.fresh))) continue;
     const first = model.jobs.get(parentId)?.cancelRequestedAt == null;
     for (const c of fs.flatMap((f) => f.children)) {
       const row = r.after.get(c);
@@ -313,6 +315,7 @@ export function checkFlowHistory(flows: Flows, ratedIds: Set<string>): Violation
     for (let i = 0; i < evs.length; i++) {
       const e = evs[i]!;
       if (e.kind === 'cancel_requested' && wait) wait.cancelled = true;
+      if (e.kind === 'requeued') wait = null;
       if (e.kind === 'waiting') wait = { timeoutAt: e.detail.timeoutAt ? new Date(e.detail.timeoutAt).getTime() : null, deliveries: 0, cancelled: evs.slice(0, i).some((x) => x.kind === 'cancel_requested') };
       if (e.kind === 'signalled' && e.detail.delivered === true) {
         if (!wait) out.push({ invariant: 'wait-takes-one-event', message: `history of ${short(id)}: event #${e.detail.payload?.n} delivered with no wait open` });

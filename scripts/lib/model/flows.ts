@@ -80,6 +80,8 @@ export class Flows {
   parentOf = new Map<string, string>();
   /** Children that were running when their parent's cancel reached them: their step may still end them done. */
   runningAtCancel = new Set<string>();
+  /** Jobs an operator requeued (a bulk retry): their families' joins and cancels are the operator's to reason about. */
+  requeued = new Set<string>();
   /** Children that have been seen ended (a pruned child still counts). */
   ended = new Set<string>();
   /** Step starts of the rate key, from the claims' answers (ms). */
@@ -111,6 +113,12 @@ export class Flows {
       if (at === ancestor) return true;
     }
     return false;
+  }
+
+  /** Whether an operator requeued the parent or a child of `family` (so far, or in `fresh`). */
+  requeuedIn(family: { parentId: string; children: string[] }, fresh: HistoryEvent[]): boolean {
+    const requeued = (id: string) => this.requeued.has(id) || fresh.some((e) => e.job_id === id && e.kind === 'requeued');
+    return requeued(family.parentId) || family.children.some(requeued);
   }
 
   /** A family's ended children: terminal in `rows`, or seen ended before (and maybe pruned since). */

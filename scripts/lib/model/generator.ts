@@ -1,4 +1,4 @@
-import type { EnqueueInput, JoinCondition } from '../../../queue/index.ts';
+import type { BulkFilter, EnqueueInput, JoinCondition } from '../../../queue/index.ts';
 import { EVENT_KEYS, EVENT_NAMES, openWait, QUIET_EVENT, RATED_TYPE, waitOf } from './flows.ts';
 import { Model, type Lease } from './model.ts';
 
@@ -69,14 +69,26 @@ export type Op =
   | { kind: 'settle'; client: number; lease: Lease; how: SettleHow; delayMs: number; wait?: WaitChoice; spawn?: SpawnChoice }
   | { kind: 'crash'; client: number; lease: Lease }
   | { kind: 'cancel'; client: number; jobId: string }
+  /** bulkCancel / bulkRequeue of a filter, in batches of `batchSize`. */
+  | { kind: 'bulk'; client: number; action: 'cancel' | 'retry'; filter: BulkFilter; batchSize: number }
+  /** A transaction that holds a job's row lock and changes nothing: a settle stalled between its statements. */
+  | { kind: 'hold'; client: number; jobId: string }
   | { kind: 'rescue'; client: number }
   /** signalJob: the event `name` (payload {n}) to one job. */
   | { kind: 'signal'; client: number; jobId: string; name: string; key?: string; n: number }
   /** sendEvent: the event (name, key) (payload {n}) to every job waiting on it. */
   | { kind: 'event'; client: number; name: string; key?: string; n: number };
 
+/** A bulk cancel: it may reach any job of the round (its filter is a time window, and cancels reach children). */
+export const bulkCancels = (op: Op): boolean => op.kind === 'bulk' && op.action === 'cancel';
+
 export type Round =
-  | { kind: 'ops'; advanceMs: number; ops: Op[] }
+  /**
+   * With `staged`, the ops start in order, each once the one before it waits for a lock or has
+   * finished; a `hold` among them keeps its lock until every later op waits or has finished. An
+   * interleaving that depends on lock waits is then the same on every run.
+   */
+  | { kind: 'ops'; advanceMs: number; ops: Op[]; staged?: boolean }
   /** Every client enqueues the same request (submit key = dedupe key) for each key, in order. */
   | { kind: 'burst'; advanceMs: number; keys: string[]; input: EnqueueInput }
   | { kind: 'prune'; advanceMs: number; finishedRetentionMs: number; failedRetentionMs: number; eventRetentionMs: number };
@@ -179,6 +191,10 @@ export class HistoryGenerator {
       const race = this.race(model);
       if (race) return { kind: 'ops', advanceMs: 0, ops: race };
     }
+    if (r < 0.19) {
+      const staged = this.stagedRace(model);
+      if (staged) return { kind: 'ops', advanceMs: 0, ops: staged, staged: true };
+    }
     const ops: Op[] = [];
     const usedSubmitKeys = new Set<string>();
     const focus: RoundFocus = {};
@@ -224,6 +240,7 @@ export class HistoryGenerator {
       }],
       [2, () => ({ kind: 'rescue', client })],
       [8, () => this.signal(model, client, focus)],
+      [cancellable.length ? 3 : 0, () => this.bulk(model, client, rng.chance(0.6) ? 'cancel' : 'retry')],
     ];
     let r = rng.next() * choices.reduce((sum, [w]) => sum + w, 0);
     for (const [w, make] of choices) {
@@ -284,6 +301,64 @@ export class HistoryGenerator {
       if (ops) return ops;
     }
     return null;
+  }
+
+  /**
+   * A bulk operation over the jobs created in a window around one job's creation (a round's
+   * enqueues share its pinned time, so a window holds a few jobs, parents and children among them).
+   */
+  private bulk(model: Model, client: number, action: 'cancel' | 'retry'): Op {
+    const { rng } = this;
+    const jobs = [...model.jobs.values()].filter((j) => j.pool !== 'burst');
+    const pivot = rng.pick(jobs).createdAt.getTime();
+    const before = rng.pick([1, 1, 5_000, 60_000]);
+    const filter: BulkFilter = { createdAfter: new Date(pivot - rng.pick([0, 0, 5_000])), createdBefore: new Date(pivot + before) };
+    if (rng.chance(0.5)) filter.type = 'uppercase';
+    return { kind: 'bulk', client, action, filter, batchSize: rng.pick([1, 2, 500]) };
+  }
+
+  /**
+   * A bulk cancel of parents against their children's settles, in the order that once
+   * deadlocked: one child's row held (a settle stalled mid-transaction), the bulk cancel, then
+   * the settle of a sibling that ends the join (it locks the sibling, then the parent).
+   */
+  private stagedRace(model: Model): Op[] | null {
+    const { rng } = this;
+    const byParent = new Map<string, Array<{ client: number; lease: Lease }>>();
+    for (const [client, held] of model.leases) {
+      if (client >= this.config.clients) continue;
+      for (const lease of held.values()) {
+        if (lease.zombie || !model.current(lease)) continue;
+        const parentId = model.flows.parentOf.get(lease.jobId);
+        const parent = parentId ? model.jobs.get(parentId) : undefined;
+        if (!parent || (parent.status !== 'queued' && parent.status !== 'running') || parent.cancelRequestedAt) continue;
+        (byParent.get(parentId!) ?? byParent.set(parentId!, []).get(parentId!)!).push({ client, lease });
+      }
+    }
+    // the settle must end the join (so it locks the parent), and the held sibling must sort
+    // before the settled child (so the bulk cancel's walk of the children waits there first)
+    const open = (id: string) => ['queued', 'running'].includes(model.jobs.get(id)?.status ?? '');
+    const endsJoin = (parentId: string) => {
+      const family = model.flows.latestFamily(parentId);
+      return family !== undefined && family.joinedAt === null && family.need - model.flows.endedOf(family, model.jobs) === 1;
+    };
+    const parents = [...byParent.keys()];
+    if (!parents.length) return null;
+    const preferred = parents.filter(endsJoin);
+    const parentId = rng.pick(preferred.length ? preferred : parents);
+    const parent = model.jobs.get(parentId)!;
+    const { client, lease } = rng.pick(byParent.get(parentId)!);
+    const siblings = (model.flows.families.get(parentId) ?? []).flatMap((f) => f.children).filter((id) => id !== lease.jobId && open(id));
+    const held = siblings.find((id) => id < lease.jobId) ?? siblings[0];
+    const free = Array.from({ length: this.config.clients }, (_, i) => i).filter((i) => i !== client);
+    const [holder, bulker] = free;
+    const at = parent.createdAt.getTime();
+    const bulk: Op = {
+      kind: 'bulk', client: bulker!, action: 'cancel', batchSize: rng.pick([1, 500]),
+      filter: { type: parent.type, createdAfter: new Date(at), createdBefore: new Date(at + 1) },
+    };
+    const settle: Op = { kind: 'settle', client, lease, how: rng.pick(['done', 'done', 'fail'] as const), delayMs: 0 };
+    return held ? [{ kind: 'hold', client: holder!, jobId: held }, bulk, settle] : [bulk, settle];
   }
 
   /** A settle of a lease the client holds (a zombie's, now and then); a child of a cancelled parent settles cancelled, as a runner that saw the request at its claim. */
@@ -354,7 +429,7 @@ export function describeRound(round: Round): string {
   if (round.kind === 'prune') {
     return `${clock}prune finished>${round.finishedRetentionMs / 1000}s failed>${round.failedRetentionMs / 1000}s events>${round.eventRetentionMs / 1000}s`;
   }
-  return clock + round.ops.map(describeOp).join(' | ');
+  return clock + (round.staged ? 'staged ' : '') + round.ops.map(describeOp).join(round.staged ? ' → ' : ' | ');
 }
 
 export function describeOp(op: Op): string {
@@ -384,6 +459,10 @@ export function describeOp(op: Op): string {
       return `c${op.client} crash(${id(op.lease.jobId)})`;
     case 'cancel':
       return `c${op.client} cancel(${id(op.jobId)})`;
+    case 'bulk':
+      return `c${op.client} bulk-${op.action}(${JSON.stringify(op.filter)}, batch ${op.batchSize})`;
+    case 'hold':
+      return `c${op.client} hold(${id(op.jobId)})`;
     case 'rescue':
       return `c${op.client} rescue`;
   }

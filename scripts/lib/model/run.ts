@@ -1,5 +1,5 @@
 import {
-  cancelJob, claimJobs, completeJob, continueJob, endTimedOutWait, enqueue, enqueueBatch, failJob, jobChildren, pruneFinished,
+  bulkCancel, bulkRequeue, cancelJob, claimJobs, completeJob, continueJob, endTimedOutWait, enqueue, enqueueBatch, failJob, jobChildren, pruneFinished,
   rescueExpiredLeases, retryJob, sendEvent, settleCancelled, settleWait, signalJob, spawn, spawnChildren, waitFor,
   type EnqueueResult, type Job, type JobChildren, type SpawnSettled, type Sql, type WaitEvent,
 } from '../../../queue/index.ts';
@@ -7,6 +7,7 @@ import { settleRateLimitedRow } from '../../../queue/driver/flow-control.ts';
 import { allEvents, allJobs, keptSignalEventIds, leaseMsOf, setPoolCapacity, truncateEngineTables, weightCosts } from '../../../queue/driver/tables.ts';
 import { waitStateOf } from '../../../queue/signals/wait.ts';
 import { historyEvent, type HistoryEvent } from '../history.ts';
+import { runStaged } from '../lock-stages.ts';
 import {
   checkReplay, checkRound, checkStarvation, type BurstAnswer, type Invariant, type Outcome, type UsageSample, type Violation,
 } from './checks.ts';
@@ -182,8 +183,9 @@ class History {
     try {
       if (round.kind === 'ops') {
         this.report.operations += round.ops.length;
-        outcomes = await Promise.all(round.ops.map((op) => execute(this.clients[op.client]!, op, now, timedOut).then(
-          (value) => ({ op, value }), (error: unknown) => ({ op, error }))));
+        outcomes = round.staged ? await this.staged(round.ops, now, timedOut)
+          : await Promise.all(round.ops.map((op) => execute(this.clients[op.client]!, op, now, timedOut).then(
+            (value) => ({ op, value }), (error: unknown) => ({ op, error }))));
       } else if (round.kind === 'burst') {
         // every client walks the keys in the same order, so their enqueues of a key overlap
         this.report.operations += round.keys.length * this.clients.length;
@@ -229,6 +231,15 @@ class History {
     absorbFlows(model, flow);
     this.absorb(outcomes, burst, rows, cutoffs);
     return outcomes;
+  }
+
+  /** A staged round (scripts/lib/lock-stages.ts): the ops start in order, each once the one before it waits for a lock. */
+  private async staged(ops: Op[], now: Date, timedOut: FlowRound['timedOut']): Promise<Outcome[]> {
+    const settled = await runStaged(this.sql, ops.map((op) => {
+      const sql = this.clients[op.client]!;
+      return op.kind === 'hold' ? { sql, hold: op.jobId } : { sql, run: (c: Sql) => execute(c, op, now, timedOut) };
+    }));
+    return settled.map((s, i) => (s.status === 'fulfilled' ? { op: ops[i]!, value: s.value } : { op: ops[i]!, error: s.reason as unknown }));
   }
 
   /** The children of each spawn of the round, and of each parent claimed at its resume step (as ctx.children() reads them). */
@@ -388,6 +399,11 @@ async function execute(sql: Sql, op: Op, now: Date, timedOut: Array<{ jobId: str
       return undefined;
     case 'cancel':
       return cancelJob(sql, op.jobId, 'model: cancelled', { now });
+    case 'bulk':
+      return op.action === 'cancel' ? bulkCancel(sql, op.filter, { batchSize: op.batchSize, reason: 'model: bulk cancel', now })
+        : bulkRequeue(sql, op.filter, { batchSize: op.batchSize, now });
+    case 'hold':
+      throw new Error('a hold runs only in a staged round');
     case 'rescue':
       return rescueExpiredLeases(sql, { now });
   }
