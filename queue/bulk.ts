@@ -1,3 +1,4 @@
+import { retryContended } from './database-errors.ts';
 import type { Sql } from './db.ts';
 import { type BulkBatchRow, bulkCalls as call } from './driver/bulk.ts';
 import { translatePgError, ValidationError } from './errors.ts';
@@ -58,6 +59,14 @@ export interface BulkCancelResult extends Omit<BulkRequeueResult, 'requeued'> {
 }
 
 export const DEFAULT_BULK_BATCH = 500;
+/**
+ * Tries of one batch that meets contention (a deadlock with a runner or another operator, a
+ * serialization failure, a lock timeout) before the walk gives up with that error: with the
+ * engine's backoff (50 ms doubling to 2 s, jittered) 8 tries wait about 5 s in all, long enough
+ * to outlast the transactions it met, short enough that an operator learns of a lock that is not
+ * going away.
+ */
+export const BULK_BATCH_TRIES = 8;
 
 /** A filter as the SQL functions take it (worker.job_filter_of): times as ISO text, absent fields left out. */
 export function bulkFilterJson(filter: BulkFilter): JsonObject {
@@ -78,7 +87,10 @@ interface Walked {
   nextCursor: string | null;
 }
 
-async function walk(options: BulkOptions, batch: (limit: number, after: string | null) => Promise<BulkBatchRow>): Promise<Walked> {
+async function walk(options: BulkOptions, call: (limit: number, after: string | null) => Promise<BulkBatchRow>): Promise<Walked> {
+  // Each batch is its own transaction: one that failed with contention wrote nothing, so the
+  // same batch (same cursor) is run again; the batches before it stay done.
+  const batch = (limit: number, after: string | null) => retryContended(() => call(limit, after), { tries: BULK_BATCH_TRIES });
   const limit = options.batchSize ?? DEFAULT_BULK_BATCH;
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new ValidationError('batchSize must be an integer from 1 to 10000', 'batchSize');
   const total: Walked = { matched: 0, applied: 0, requested: 0, skipped: 0, batches: 0, nextCursor: options.cursor ?? null };

@@ -1,4 +1,5 @@
 import type { Queryable } from './db.ts';
+import { retryContended } from './database-errors.ts';
 import { claimRows, settleAndClaimRows } from './driver/claim.ts';
 import { JOB_COLUMNS } from './driver/rows.ts';
 import type { Job } from './job.ts';
@@ -20,7 +21,8 @@ export interface ClaimOptions {
 }
 
 const UNIQUE_VIOLATION = '23505';
-const DEADLOCK = '40P01';
+/** Tries of one claim before its contention error goes to the caller (the claim loop retries on, with its own backoff). */
+const CLAIM_TRIES = 5;
 
 /**
  * Claim up to `limit` due jobs (and jobs whose lease expired) in priority, run_at order,
@@ -48,18 +50,14 @@ export const CLAIMED_COLUMNS = JOB_COLUMNS;
 export { CLAIM_ONLY_COLUMNS, ROW_HELD_EVENT_COLUMNS } from './driver/rows.ts';
 
 async function retryingClaim<T>(claim: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await claim();
-    } catch (error) {
-      // Two claimers can race to start the waiting job of one dedupe key (each saw no active job
-      // in its snapshot); the unique index lets one win and the other's claim rolls back whole.
-      // Claiming again is safe: nothing of the failed claim was written.
-      // Likewise a claim that meets another in the per-key locks of a later round can deadlock;
-      // Postgres aborts one of them, which simply claims again.
-      const code = (error as { code?: string }).code;
-      if ((code === UNIQUE_VIOLATION || code === DEADLOCK) && attempt < 5) continue;
-      throw error;
-    }
-  }
+  // Two claimers can race to start the waiting job of one dedupe key (each saw no active job
+  // in its snapshot); the unique index lets one win and the other's claim rolls back whole.
+  // Likewise a claim that meets another in the per-key locks of a later round can deadlock, or
+  // a lock timeout can end it; Postgres aborts it whole. Either way nothing of the failed claim
+  // was written and claiming again (after a short backoff, so the two do not meet again) is safe.
+  return retryContended(claim, {
+    tries: CLAIM_TRIES,
+    backoff: { firstMs: 5, maxMs: 100 },
+    alsoRetry: (error) => (error as { code?: string } | null)?.code === UNIQUE_VIOLATION,
+  });
 }

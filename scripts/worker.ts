@@ -58,18 +58,24 @@ await registry.sync(sql);
 log(
   JSON.stringify({ level: 'info', msg: 'worker started', workerId, pool: options.pool, concurrency, connections, loops, drain: options.drain }),
 );
-// A loop whose claim fails stops the others too (they finish their steps): the process exits
-// non-zero and a supervisor restarts it with fresh connections.
+// A claim that meets contention (deadlock, serialization failure, lock timeout) or a dropped
+// connection is retried by the loop itself, one warn line per retry. A loop whose claim fails for
+// good (any other error, a claim left unanswered, or the database unreachable for a minute) stops
+// the others too (they finish their steps): the process exits non-zero and a supervisor restarts
+// it with fresh connections.
 const halt = new AbortController();
 const signal = AbortSignal.any([stop.signal, halt.signal]);
 let failure: unknown = null;
 const results = await Promise.all(
   loopConcurrencies(concurrency, loops).map((perLoop) =>
     runSteps(
-      { sql, registry, workerId, pool: options.pool, concurrency: perLoop, alerts: new LogAlerts(), log: (line) => log(JSON.stringify(line)) },
+      {
+        sql, registry, workerId, pool: options.pool, concurrency: perLoop, alerts: new LogAlerts(),
+        log: (line) => log(JSON.stringify(line)), warn: (line) => log(JSON.stringify(line)),
+      },
       { signal, graceMs: options.graceMs, ...(options.drain ? {} : { idleWaitMs: options.pollMs }) },
     ).catch((error: unknown) => {
-      // The database failed a claim; this loop's steps in flight have settled (or given up) by now.
+      // The database failed a claim for good; this loop's steps in flight have settled (or given up) by now.
       failure ??= error;
       halt.abort();
       return null;

@@ -1,5 +1,6 @@
 import { raiseAlert, resolveAlerts } from '../alert-rows.ts';
 import type { Alerts } from '../alerts.ts';
+import { retryContended } from '../database-errors.ts';
 import type { Sql } from '../db.ts';
 import type { ScheduleCheck, Schedule } from '../schedules.ts';
 import { alertDeliveryService } from './alerts.ts';
@@ -14,6 +15,13 @@ import { depthSnapshotService, eventRollupService, leaderChurnService, type Lead
 
 /** The alert a maintenance pass that threw opens (key = the pass's name), resolved when it next succeeds. */
 export const MAINTENANCE_FAILED = 'maintenance_failed';
+
+/**
+ * Tries of a pass that fails with contention (a deadlock with a runner, a lock timeout) before it
+ * counts as failed. Every pass is a bounded pass meant to run again each tick, so running it again
+ * now is what the next tick would do; each of its statements that met contention wrote nothing.
+ */
+export const MAINTENANCE_PASS_TRIES = 3;
 
 /** The maintenance passes, in the order each run runs them. */
 export const MAINTENANCE_PASSES = [
@@ -119,7 +127,13 @@ async function runPass<P extends MaintenancePass>(
   service: MaintenanceService<MaintenanceCounts[P]>,
 ): Promise<void> {
   try {
-    run.results[name] = await service.runOnce(ctx);
+    run.results[name] = await retryContended(() => service.runOnce(ctx), {
+      tries: MAINTENANCE_PASS_TRIES,
+      onRetry: (error, failures, retryInMs) => {
+        const code = (error as { code?: string }).code;
+        options.log({ level: 'warn', msg: 'maintenance pass met contention, retrying', pass: name, error: errorText(error), code, failures, retryInMs });
+      },
+    });
   } catch (error) {
     run.failed.push(name);
     run.results[name] = { error: options.scrub(errorText(error)) };

@@ -2,6 +2,7 @@
 // budget, maxJobs, shutdown or an empty queue. What a step does once claimed is step.ts's job.
 import { deliverPendingAlerts } from '../alerts.ts';
 import { settleAndClaim } from '../claim.ts';
+import { backoffDelayMs, DATABASE_RETRY_BACKOFF, isConnectionFailure, isContention } from '../database-errors.ts';
 import type { Job } from '../job.ts';
 import { CompletionBatcher } from './completer.ts';
 import { runStep } from './step.ts';
@@ -9,6 +10,14 @@ import type { RunCounts, Runner, RunOptions } from './types.ts';
 
 const ABORT_GRACE_DEFAULT_MS = 10_000;
 const CLAIM_TIMEOUT_DEFAULT_MS = 30_000;
+/**
+ * How long claims may keep failing on the connection before the runner gives up. A restart or a
+ * failover of Postgres is over in seconds; an outage longer than a minute is better reported by
+ * the process exiting (its supervisor restarts it with fresh connections, and pages if that keeps
+ * failing) than hidden behind a runner that looks alive. The steps in flight retry their settles
+ * within their own leases meanwhile (settle-retry.ts).
+ */
+const DATABASE_GONE_DEFAULT_MS = 60_000;
 /** The first idle wait after a claim that found work; it doubles while claims come back empty. */
 const IDLE_FIRST_WAIT_MS = 2;
 
@@ -26,7 +35,7 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   const onAbort = () => setTimeout(() => shutdown.abort(new Error('runner shutting down')), options.graceMs ?? ABORT_GRACE_DEFAULT_MS).unref?.();
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const inflight = new StepsInFlight();
-  const completions = new CompletionBatcher(runner.sql, runner.clock);
+  const completions = new CompletionBatcher(runner.sql, runner.clock, undefined, runner.retryBackoff);
   let alertsPending = false;
 
   // Only the types this runner can run: a job of another type stays queued for a runner that has
@@ -37,13 +46,14 @@ export async function runSteps(runner: Runner, options: RunOptions = {}): Promis
   let leasesEnd = 0;
   const stopping = () => options.signal?.aborted === true || Date.now() >= deadline || counts.claimed >= maxJobs || options.stopClaiming?.() === true;
   const running = () => inflight.size - completions.waiting;
+  const retries = new ClaimRetries(runner);
   try {
     while (!stopping()) {
       const free = Math.min(concurrency - running(), maxJobs - counts.claimed);
       let claimed: Job[] = [];
       const settledBeforeClaim = inflight.settled;
       if (free > 0) {
-        const round = await claimRound(runner, types, completions, inflight.steps, free, leasesEnd);
+        const round = await claimRound(runner, types, completions, inflight.steps, free, leasesEnd, { retries, signal: options.signal, deadline, stopping });
         claimed = round.jobs;
         leasesEnd = round.leasesEnd;
         counts.claimed += claimed.length;
@@ -124,9 +134,70 @@ class StepsInFlight {
 }
 
 /**
- * One claim round trip for up to `free` jobs. Finished steps' completions ride with the claim: one
- * round trip, one commit for both. Returns the claimed jobs, when the claim was sent, and
- * `leasesEnd` moved out to the end of the last lease now held.
+ * Whether a failed claim is claimed again, and after how long. Contention (a deadlock, a
+ * serialization failure, a lock timeout) is retried for as long as it takes: the database
+ * answered, the claim rolled back whole, and a runner that stopped for it would only hand its
+ * contention to the next. A failed connection is retried until the database has been unreachable
+ * for databaseGoneMs. Anything else is the statement's own error, and so is a claim left
+ * unanswered (CLAIM_TIMEOUT): its late answer may yet lease jobs this loop would never run, so
+ * the runner stops and reports rather than claiming past it.
+ */
+class ClaimRetries {
+  private failures = 0;
+  private unreachableSince: number | null = null;
+
+  constructor(private readonly runner: Runner) {}
+
+  succeeded(): void {
+    this.failures = 0;
+    this.unreachableSince = null;
+  }
+
+  /** The wait before claiming again, or null to stop with the error. */
+  next(error: unknown, completions: number): number | null {
+    const now = Date.now();
+    let kind: 'contention' | 'connection';
+    if (isContention(error)) {
+      kind = 'contention';
+      this.unreachableSince = null; // it answered
+    } else if (isConnectionFailure(error)) {
+      kind = 'connection';
+      this.unreachableSince ??= now;
+      if (now - this.unreachableSince >= (this.runner.databaseGoneMs ?? DATABASE_GONE_DEFAULT_MS)) return null;
+    } else {
+      return null;
+    }
+    this.failures++;
+    const retryInMs = backoffDelayMs(this.failures, this.runner.retryBackoff ?? DATABASE_RETRY_BACKOFF);
+    const e = error as { code?: unknown; message?: unknown };
+    this.runner.warn?.({
+      level: 'warn',
+      msg: 'claim failed, retrying',
+      workerId: this.runner.workerId,
+      kind,
+      code: typeof e.code === 'string' ? e.code : undefined,
+      error: typeof e.message === 'string' ? e.message : String(error),
+      failures: this.failures,
+      retryInMs,
+      completions,
+    });
+    return retryInMs;
+  }
+}
+
+interface ClaimScope {
+  retries: ClaimRetries;
+  signal: AbortSignal | undefined;
+  /** Date.now() time the budget ends. */
+  deadline: number;
+  stopping: () => boolean;
+}
+
+/**
+ * One claim for up to `free` jobs, claimed again after a blip (see ClaimRetries). Finished steps'
+ * completions ride with the claim: one round trip, one commit for both. Returns the claimed jobs
+ * (none when the run stopped while a retry waited), when the claim was sent, and `leasesEnd`
+ * moved out to the end of the last lease now held.
  */
 async function claimRound(
   runner: Runner,
@@ -135,33 +206,44 @@ async function claimRound(
   inflight: Set<Promise<void>>,
   free: number,
   leasesEnd: number,
+  scope: ClaimScope,
 ): Promise<{ jobs: Job[]; sentAt: number; leasesEnd: number }> {
-  const finished = completions.take();
-  completions.detach(); // completions finishing during the claim are flushed on their own
-  let result: { settled: Set<string>; jobs: Job[] };
-  const sentAt = Date.now();
-  try {
-    result = await answeredWithin(
-      settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.(), types }),
-      runner.claimTimeoutMs ?? CLAIM_TIMEOUT_DEFAULT_MS,
-    );
-  } catch (error) {
-    // The batched completions rolled back with the claim: each step writes its own again.
-    completions.fail(finished, error);
-    // Stop claiming, but give the steps in flight until the last of their leases ends to
-    // finish and settle (retrying on the blip) before reporting: a finished step abandoned
-    // by an exiting process would end as a crash. A query the driver left hanging does
-    // not hold the report longer; that step ends when the caller ends the client.
-    completions.detach();
-    await settledOrAt(inflight, leasesEnd);
-    throw error;
+  for (;;) {
+    const finished = completions.take();
+    completions.detach(); // completions finishing during the claim are flushed on their own
+    let result: { settled: Set<string>; jobs: Job[] };
+    const sentAt = Date.now();
+    try {
+      result = await answeredWithin(
+        settleAndClaim(runner.sql, finished, { workerId: runner.workerId, pool: runner.pool, limit: free, now: runner.clock?.(), types }),
+        runner.claimTimeoutMs ?? CLAIM_TIMEOUT_DEFAULT_MS,
+      );
+    } catch (error) {
+      // The batched completions rolled back with the claim: each step writes its own again
+      // (with its settle retries, within its lease), so none is lost whatever comes next.
+      completions.fail(finished, error);
+      const waitMs = scope.retries.next(error, finished.length);
+      if (waitMs !== null) {
+        await sleep(Math.min(waitMs, Math.max(0, scope.deadline - Date.now())), scope.signal);
+        if (scope.stopping()) return { jobs: [], sentAt, leasesEnd };
+        continue;
+      }
+      // Stop claiming, but give the steps in flight until the last of their leases ends to
+      // finish and settle (retrying on the blip) before reporting: a finished step abandoned
+      // by an exiting process would end as a crash. A query the driver left hanging does
+      // not hold the report longer; that step ends when the caller ends the client.
+      completions.detach();
+      await settledOrAt(inflight, leasesEnd);
+      throw error;
+    }
+    scope.retries.succeeded();
+    completions.settle(finished, result.settled);
+    for (const job of result.jobs) {
+      const leaseMs = job.lockedUntil && job.claimedAt ? job.lockedUntil.getTime() - job.claimedAt.getTime() : 0;
+      leasesEnd = Math.max(leasesEnd, sentAt + leaseMs);
+    }
+    return { jobs: result.jobs, sentAt, leasesEnd };
   }
-  completions.settle(finished, result.settled);
-  for (const job of result.jobs) {
-    const leaseMs = job.lockedUntil && job.claimedAt ? job.lockedUntil.getTime() - job.claimedAt.getTime() : 0;
-    leasesEnd = Math.max(leasesEnd, sentAt + leaseMs);
-  }
-  return { jobs: result.jobs, sentAt, leasesEnd };
 }
 
 /** The claim's answer, or a CLAIM_TIMEOUT error once `ms` pass without one (the query itself is abandoned). */

@@ -1,8 +1,12 @@
 // The batch completer: plain completions written together, with the next claim or on a timer,
 // so a batch of short jobs costs one commit rather than one per job.
+import { DATABASE_RETRY_BACKOFF, retryContended, type Backoff } from '../database-errors.ts';
 import { completeJobs } from '../settle.ts';
 import type { Sql } from '../db.ts';
 import type { Job, Json } from '../job.ts';
+
+/** Tries of one batched completion statement before its steps each write their own. */
+const COMPLETE_BATCH_TRIES = 3;
 
 interface QueuedCompletion {
   job: Job;
@@ -30,6 +34,7 @@ export class CompletionBatcher {
     private readonly sql: Sql,
     private readonly clock?: () => Date,
     private readonly maxBatch = 1000,
+    private readonly backoff: Backoff = DATABASE_RETRY_BACKOFF,
   ) {}
 
   /** Steps that have finished and wait for their completion to be written. */
@@ -91,7 +96,14 @@ export class CompletionBatcher {
       while (this.queued.length > 0 && !this.claimer) {
         const batch = this.take();
         try {
-          this.settle(batch, await completeJobs(this.sql, batch, { now: this.clock?.() }));
+          // One statement: a try that met contention wrote nothing, so the batch is written again
+          // a few times before its steps fall back to writing their own (each then retries within
+          // its lease): the group commit survives a deadlock instead of turning into N statements.
+          const settled = await retryContended(() => completeJobs(this.sql, batch, { now: this.clock?.() }), {
+            tries: COMPLETE_BATCH_TRIES,
+            backoff: this.backoff,
+          });
+          this.settle(batch, settled);
         } catch (error) {
           this.fail(batch, error);
         }

@@ -1,25 +1,9 @@
-/**
- * Which database errors are a blip (the connection dropped, the server restarted or is starting,
- * a transient conflict) rather than an answer about the statement. A settle that failed with one
- * wrote nothing (each settle is one statement or one transaction), so writing it again is safe;
- * any other error is the statement's own (e.g. a SettleEffect's constraint) and is not retried.
- */
-const TRANSIENT_CODES = new Set([
-  // node's socket errors
-  'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', 'EAI_AGAIN',
-  // postgres.js: the socket closed under a query, or connecting timed out. Not CONNECTION_ENDED or
-  // CONNECTION_DESTROYED: those mean the client's owner ended it, and every retry would fail alike.
-  'CONNECTION_CLOSED', 'CONNECT_TIMEOUT',
-  // Postgres: admin_shutdown (pg_terminate_backend, a restart), crash_shutdown, cannot_connect_now,
-  // too_many_connections, serialization_failure, deadlock_detected
-  '57P01', '57P02', '57P03', '53300', '40001', '40P01',
-]);
+// Which errors are a blip (contention, a dropped connection) is decided in one place for the whole
+// engine: queue/database-errors.ts. A settle that failed with one wrote nothing (each settle is one
+// statement or one transaction), so writing it again is safe.
+import { backoffDelayMs, DATABASE_RETRY_BACKOFF, isTransientDatabaseError, type Backoff } from '../database-errors.ts';
 
-export function isTransientDatabaseError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return false;
-  return TRANSIENT_CODES.has(code) || code.startsWith('08'); // class 08: connection exception
-}
+export { isTransientDatabaseError };
 
 /** A settle that kept failing with a transient error until its retries had to stop. */
 export class SettleFailed extends Error {
@@ -33,10 +17,6 @@ function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message || error.name : String(error);
 }
 
-/** The first wait before a settle is written again; it doubles per failure up to the last. */
-export const SETTLE_RETRY_FIRST_MS = 50;
-export const SETTLE_RETRY_MAX_MS = 2_000;
-
 export interface SettleRetryScope {
   /** False once the retries must stop: the lease is lost or ends before the next try, or the runner stops past its grace. */
   mayRetry(nextTryAt: number): boolean;
@@ -49,6 +29,8 @@ export interface SettleRetryScope {
    * runs (the heartbeat). A try still unanswered then is abandoned.
    */
   heldUntil: number;
+  /** The waits between tries (default DATABASE_RETRY_BACKOFF: 50 ms doubling to 2 s). */
+  readonly backoff?: Backoff;
 }
 
 /**
@@ -63,8 +45,7 @@ export async function writeSettle<T>(scope: SettleRetryScope, write: () => Promi
     } catch (error) {
       if (error instanceof SettleFailed) throw error;
       if (!isTransientDatabaseError(error)) throw error;
-      const d = Math.min(SETTLE_RETRY_MAX_MS, SETTLE_RETRY_FIRST_MS * 2 ** (tries - 1));
-      const wait = Math.round(d / 2 + random() * (d / 2));
+      const wait = backoffDelayMs(tries, scope.backoff ?? DATABASE_RETRY_BACKOFF, random);
       if (!scope.mayRetry(Date.now() + wait)) throw new SettleFailed(error, tries);
       scope.retried();
       await pause(wait, scope.signal);

@@ -1,5 +1,6 @@
 // One claimed step's lease while it runs: its abort signal, its heartbeat, the lease time its
 // settle retries may use, and the StepContext a handler sees.
+import type { Backoff } from '../database-errors.ts';
 import type { Sql } from '../db.ts';
 import type { Job, JsonObject } from '../job.ts';
 import { jobChildren, type ChildOutcome } from '../children.ts';
@@ -71,6 +72,10 @@ export class StepRun implements SettleRetryScope {
    */
   mayRetry(nextTryAt: number): boolean {
     return !this.leaseLost && !this.shutdown.aborted && nextTryAt < this.heldUntil;
+  }
+
+  get backoff(): Backoff | undefined {
+    return this.runner.retryBackoff;
   }
 
   retried(): void {

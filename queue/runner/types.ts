@@ -1,6 +1,7 @@
 // The runner's public shapes, in a module of their own so that the claim loop, the step and its
 // lease share them without importing one another.
 import type { Alerts } from '../alerts.ts';
+import type { Backoff } from '../database-errors.ts';
 import type { Sql } from '../db.ts';
 import type { JobRegistry } from '../registry.ts';
 
@@ -15,6 +16,22 @@ export interface StepLogLine {
   error?: string;
   /** Times the step's settle was written again after a database blip (absent when none). */
   settleRetries?: number;
+}
+
+/** A claim the database refused for a blip, tried again after `retryInMs`: one line per retry. */
+export interface ClaimRetryLine {
+  level: 'warn';
+  msg: 'claim failed, retrying';
+  workerId: string;
+  /** `contention` (deadlock, serialization failure, lock timeout) or `connection` (the database is unreachable). */
+  kind: 'contention' | 'connection';
+  code: string | undefined;
+  error: string;
+  /** Failed claims in a row, this one included. */
+  failures: number;
+  retryInMs: number;
+  /** The finished steps' completions that rode with the claim: rolled back with it, each written again on its own. */
+  completions: number;
 }
 
 export type StepOutcome = 'done' | 'continued' | 'retried' | 'failed' | 'cancelled' | 'lost' | 'released';
@@ -38,6 +55,16 @@ export interface Runner {
    * restart pending forever, which would wedge the runner instead of reporting the outage.
    */
   claimTimeoutMs?: number;
+  /**
+   * How long the database may stay unreachable (claims failing on the connection, or unanswered
+   * within claimTimeoutMs) before runSteps gives up and throws the last error (default 60 s).
+   * Contention never counts: the database answered, so the claim is retried for as long as it takes.
+   */
+  databaseGoneMs?: number;
+  /** The waits between tries of a refused claim or settle (default 50 ms doubling to 2 s, with jitter). */
+  retryBackoff?: Backoff;
+  /** One line per claim retried after a blip. */
+  warn?: (line: ClaimRetryLine) => void;
 }
 
 export interface RunOptions {

@@ -268,8 +268,11 @@ describe('a Postgres restart in the middle of a run', () => {
     const clock = () => new Date(Date.now() + offset);
     const logs: StepLogLine[] = [];
     let entered = 0;
-    // a claim left unanswered by a connection the restart reset is given up after 3 s (30 s by default)
-    const runner = (sql: Sql, i: number) => ({ sql, registry, workerId: `restart-${i}`, concurrency: 4, clock, claimTimeoutMs: 3_000, log: (l: StepLogLine) => logs.push(l) });
+    // a claim left unanswered by a connection the restart reset is given up after 3 s (30 s by
+    // default), and a database refusing connections after 2 s of claims retried (60 s by default)
+    const runner = (sql: Sql, i: number) => ({
+      sql, registry, workerId: `restart-${i}`, concurrency: 4, clock, claimTimeoutMs: 3_000, databaseGoneMs: 2_000, log: (l: StepLogLine) => logs.push(l),
+    });
     const countingRegistry = new JobRegistry([{ ...slowCount, run: (ctx) => (entered++, slowCount.run(ctx)) } as typeof slowCount]);
 
     // phase 1: three runners, until Postgres stops under them

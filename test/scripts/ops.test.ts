@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, claimLeaderLease, enqueue, JobRegistry, retryJob, runSteps, sampleJobTypes, spawn as spawnStep, spawnChildren } from '../../queue/index.ts';
 import { isLocalDatabase } from '../../scripts/ops.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { installFaults } from '../support/faults.ts';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -269,5 +270,22 @@ describe('npm run ops: bulk, dead letters, replay', () => {
     expect((await db.sql`select payload from worker.jobs where id = ${newId}`)[0]!.payload).toEqual({ message: 'again' });
     expect(await ops(['replay', rows[0]!.id, '--payload', '[1]'])).toMatchObject({ code: 2, out: expect.stringContaining('--payload must be a JSON object') });
     expect(await ops(['replay', rows[0]!.id, '--from-step', 'nope'])).toMatchObject({ code: 1, out: expect.stringContaining('never reached step "nope"') });
+  });
+});
+
+describe('npm run ops -- bulk-cancel meeting contention', () => {
+  it('runs a batch that met a deadlock again: it cancels everything and exits 0', async () => {
+    const ids = [await queuedJob('contended bulk 1'), await queuedJob('contended bulk 2'), await queuedJob('contended bulk 3')];
+    const createdAfter = (await db.sql`select min(created_at) as at from worker.jobs where id = any(${ids})`)[0]!.at.toISOString();
+    const faults = await installFaults(db.sql);
+    try {
+      await faults.arm({ count: 3, codes: ['40P01', '55P03'] });
+      const run = await ops(['bulk-cancel', '--type', 'uppercase', '--created-after', createdAfter, '--reason', 'contended']);
+      expect(run).toMatchObject({ code: 0, out: expect.stringContaining('cancelled 3, cancel requested for 0') });
+      expect(await faults.raised()).toBe(3);
+      for (const id of ids) expect(await statusOf(id)).toBe('cancelled');
+    } finally {
+      await faults.remove();
+    }
   });
 });

@@ -5,6 +5,7 @@ import {
   defaultLoops, loopConcurrencies, parseWorkerOptions, WORKER_DEFAULTS, WorkerUsageError,
 } from '../../scripts/lib/worker-options.ts';
 import { createTestDatabase, type TestDatabase } from '../support/db.ts';
+import { installFaults } from '../support/faults.ts';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -131,6 +132,30 @@ describe('npm run worker: at its defaults', () => {
 });
 
 describe('npm run worker: a failed claim', () => {
+  it('a claim that meets deadlocks and serialization failures is retried, one warn line each: the worker drains and exits 0', async () => {
+    await db.sql`delete from worker.jobs`;
+    await enqueueBatch(db.sql, Array.from({ length: 50 }, (_, k) => ({ type: 'uppercase', payload: { text: `contended ${k}` } })));
+    const faults = await installFaults(db.sql);
+    try {
+      // the first 15 UPDATE statements of worker.jobs fail: the claims (settle_and_claim) of both
+      // loops, each more often than the claim's own 5 tries
+      await faults.arm({ count: 15, codes: ['40P01', '40001'] });
+      const run = await worker(['--drain']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(await faults.raised()).toBe(15);
+      const log = lines(run.stdout);
+      const retries = log.filter((l) => l.msg === 'claim failed, retrying');
+      expect(retries.length).toBeGreaterThan(0);
+      expect(retries.every((l) => l.level === 'warn' && l.kind === 'contention' && ['40P01', '40001'].includes(l.code as string))).toBe(true);
+      expect(log.at(-1)).toMatchObject({ msg: 'worker stopped', claimed: 50, done: 50, lost: 0 });
+      const [row] = await db.sql`select count(*)::int as n from worker.jobs where status = 'done'`;
+      expect(row!.n).toBe(50);
+    } finally {
+      await faults.remove();
+    }
+  });
+
   it('stops the worker: one error line for all its loops, exit 1', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/worker.ts', '--poll-ms', '20'], {
       env: { ...process.env, DATABASE_URL: db.url },
