@@ -1565,25 +1565,52 @@ CREATE OR REPLACE FUNCTION worker.complete_jobs(p_done jsonb, p_now timestamp wi
  SET enable_seqscan TO 'off'
  SET jit TO 'off'
 AS $function$
+declare
+  v_done  integer;
+  v_child record;
 begin
-  return query
-    with input as (
-      select x.id, x.token, x.result from jsonb_to_recordset(p_done) as x(id uuid, token uuid, result jsonb)
-    ), upd as (
-      update worker.jobs j
-         set status = 'done', result = coalesce(x.result, 'null'::jsonb), finished_at = coalesce(p_now, now()),
-             locked_until = null, running_pool = null,
-             -- the done event is held on the row with the claim's (0160): it takes only its id here
-             done_event_id = nextval('worker.job_events_id_seq')
-        from input x
-       -- Rows are found by primary key. IS NOT DISTINCT FROM states the same fence as = (status is
-       -- never null) but keeps the planner off jobs_lease_idx, whose predicate = would match: with
-       -- few running rows in its statistics it looks cheaper, and then walks every running job.
-       where j.id = any (array(select i.id from input i)) and j.id = x.id and j.lease_token = x.token
-         and j.status is not distinct from 'running'
-      returning j.id
-    )
-    select u.id from upd u;
+  -- Jobs without a parent in one set-wise statement. Rows are found by primary key. IS NOT
+  -- DISTINCT FROM states the same fence as = (status is never null) but keeps the planner off
+  -- jobs_lease_idx, whose predicate = would match: with few running rows in its statistics it
+  -- looks cheaper, and then walks every running job.
+  return query with input as (
+    select x.id, x.token, x.result from jsonb_to_recordset(p_done) as x(id uuid, token uuid, result jsonb)
+  ), upd as (
+    update worker.jobs j
+       set status = 'done', result = coalesce(x.result, 'null'::jsonb), finished_at = coalesce(p_now, now()),
+           locked_until = null, running_pool = null,
+           -- the done event is held on the row with the claim's (0160): it takes only its id here
+           done_event_id = nextval('worker.job_events_id_seq')
+      from input x
+     where j.id = any (array(select i.id from input i)) and j.id = x.id and j.lease_token = x.token
+       and j.status is not distinct from 'running' and j.parent_id is null
+    returning j.id
+  )
+  select u.id from upd u;
+  get diagnostics v_done = row_count;
+  if v_done = jsonb_array_length(p_done) then
+    return;
+  end if;
+  -- Children one at a time, by parent and then id: each ending takes its join row and, when the
+  -- join holds, its parent (worker.child_job_ended) right after its own row, so a batch takes the
+  -- parents' rows in the engine's lock order (worker.lock_job_trees) and two batches of children
+  -- of the same parents cannot take them crosswise.
+  for v_child in
+    select x.id, x.token, x.result
+      from jsonb_to_recordset(p_done) as x(id uuid, token uuid, result jsonb)
+      join worker.jobs j on j.id = x.id
+     where j.parent_id is not null and j.lease_token = x.token and j.status is not distinct from 'running'
+     order by j.parent_id, j.id
+  loop
+    update worker.jobs j
+       set status = 'done', result = coalesce(v_child.result, 'null'::jsonb), finished_at = coalesce(p_now, now()),
+           locked_until = null, running_pool = null, done_event_id = nextval('worker.job_events_id_seq')
+     where j.id = v_child.id and j.lease_token = v_child.token and j.status is not distinct from 'running';
+    if found then
+      id := v_child.id;
+      return next;
+    end if;
+  end loop;
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.concurrency_key_pattern(p_template text)
@@ -2277,17 +2304,18 @@ CREATE OR REPLACE FUNCTION worker.job_tree_order(p_ids uuid[])
  STABLE
 AS $function$
   -- The jobs and their unfinished descendants (to depth 32) in the engine's lock order
-  -- (worker.lock_job_trees): deepest first, by id within a depth; a job both given and a
-  -- descendant of another given one takes its place as the descendant.
+  -- (worker.lock_job_trees): deepest first, then by parent and id within a depth (the order a
+  -- batched done takes children in, worker.complete_jobs); a job both given and a descendant of
+  -- another given one takes its place as the descendant.
   with recursive tree as (
-    select r.id, 0 as depth from unnest(p_ids) r(id)
+    select r.id, null::uuid as parent, 0 as depth from unnest(p_ids) r(id)
     union all
-    select c.child_id, t.depth + 1 from tree t
+    select c.child_id, c.parent_id, t.depth + 1 from tree t
       join worker.job_children c on c.parent_id = t.id and c.ended_at is null
      where t.depth < 32
   )
-  select coalesce(array_agg(id order by depth desc, id), '{}')
-    from (select id, max(depth) as depth from tree group by id) n
+  select coalesce(array_agg(id order by depth desc, parent nulls first, id), '{}')
+    from (select id, max(depth) as depth, min(parent::text)::uuid as parent from tree group by id) n
 $function$;
 
 CREATE OR REPLACE FUNCTION worker.lock_job_for(p_id uuid, p_verb text, p_from text[])

@@ -41,7 +41,7 @@ export const LIFECYCLE: readonly Transition[] = [
   },
   {
     operation: 'done', home: FN('complete_jobs'), from: ['running'], to: ['done'],
-    fence: OWNED, locks: ['the jobs by id', 'per child: its join row, then its parent'],
+    fence: OWNED, locks: ['jobs without a parent, by id', 'then each child by parent and id: its row, its join row, its parent'],
   },
   {
     operation: 'continue, retry, fail, cancel acknowledged, release', home: 'queue/driver/settle.ts', from: ['running'], to: ['queued', 'failed', 'cancelled'],
@@ -91,7 +91,7 @@ export const LOCK_ORDER: readonly string[] = [
   'a signal channel (worker.signal_channels), before any job (a wait, a signal)',
   'a submit key (worker.submit_keys), before the job a new one supersedes',
   'the claim\'s rows: the pool capacity row, then concurrency keys in key order (a claim waits only for keys after the last it holds), then rate keys and jobs without waiting (skip locked)',
-  'jobs: every unfinished descendant before its ancestors, deepest first and by id within a depth, then the jobs a statement was given, by id (worker.lock_job_trees); a child\'s settle takes its own row, then its join row (worker.child_joins), then its parent\'s',
+  'jobs: every unfinished descendant before its ancestors, deepest first and by parent and id within a depth, then the jobs a statement was given, by id (worker.lock_job_trees); a child\'s settle takes its own row, then its join row (worker.child_joins), then its parent\'s, and a batch of children takes them by parent and id',
   'a job\'s rate key after the job (a 429\'s settle)',
 ];
 

@@ -93,6 +93,31 @@ describe('the lock order', () => {
     }
   });
 
+  it('two batched settles of children of the same two parents, crosswise in id order, both finish', async () => {
+    // x sorts before a's children but is b's (adopted by its submit key), so by id alone the
+    // first batch [x, a0] would take b's join row before a's, and the second [a1, b1] a's before b's
+    await enqueue(sql, { type: 'lock_child', payload: { n: 9 }, submitKey: 'x' }, { now: T0 });
+    for (const n of [0, 1]) await enqueue(sql, { type: 'lock_parent', payload: { n } }, { now: T0 });
+    const [a, b] = (await claimJobs(sql, { workerId: 'p', limit: 2, types: ['lock_parent'], now: T0 })).sort((p, q) => p.id.localeCompare(q.id));
+    await spawnChildren(sql, a!, spawn([0, 1].map((n) => ({ type: 'lock_child', payload: { n } })), { next: 'joined', join: 'first' }), { now: T0 });
+    await spawnChildren(sql, b!, spawn([{ type: 'lock_child', payload: { n: 9 }, submitKey: 'x' }, { type: 'lock_child', payload: { n: 1 } }], { next: 'joined', join: 'all' }), { now: T0 });
+    const kids = (await claimJobs(sql, { workerId: 'c', limit: 10, types: ['lock_child'], now: T0 })).sort((p, q) => p.id.localeCompare(q.id));
+    const parentOf = new Map((await sql`select id, parent_id from worker.jobs where type = 'lock_child'`).map((r) => [r.id as string, r.parent_id as string]));
+    const [x, a0, a1] = kids.filter((k) => parentOf.get(k.id) === a!.id || k === kids[0]) as [Job, Job, Job];
+    const b1 = kids.find((k) => parentOf.get(k.id) === b!.id && k.id !== x.id)!;
+    expect(parentOf.get(x.id)).toBe(b!.id);
+    const results = await runStaged(sql, [
+      // the second batch ends a's join and then waits for a's row, holding a's join row
+      { sql: clients[0]!, hold: a!.id },
+      { sql: clients[1]!, run: complete([a1, b1]) },
+      { sql: clients[2]!, run: complete([x, a0]) },
+    ]);
+    expect(noErrors(results)).toEqual([]);
+    for (const k of [x, a0, a1, b1]) expect((await statusOf(k.id)).status).toBe('done');
+    const [joins] = await sql`select count(*) filter (where joined_at is not null)::int as joined from worker.child_joins`;
+    expect(joins!.joined).toBe(2);
+  });
+
   it('one cancel of a parent and a settle of its child that ends the join both finish', async () => {
     const [{ parent, children: [c0, c1] }] = await families(1) as [{ parent: Job; children: [Job, Job] }];
     const results = await runStaged(sql, [
