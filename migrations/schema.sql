@@ -329,6 +329,7 @@ create table worker.job_events (
   at timestamp with time zone default now() not null,
   kind text not null,
   detail jsonb default '{}'::jsonb not null,
+  carried jsonb,
   constraint job_events_kind_check CHECK ((kind = ANY (ARRAY['enqueued'::text, 'superseded'::text, 'claimed'::text, 'heartbeat_lost'::text, 'checkpoint'::text, 'retry'::text, 'lease_expired'::text, 'escalated'::text, 'failed'::text, 'oom_killed'::text, 'cancel_requested'::text, 'cancelled'::text, 'done'::text, 'requeued'::text, 'rescheduled'::text, 'priority_changed'::text, 'lease_released'::text, 'resumed'::text, 'waiting'::text, 'signalled'::text, 'wait_timed_out'::text, 'replay_of'::text, 'replayed_by'::text]))) NOT VALID,
   constraint job_events_pkey PRIMARY KEY (id)
 );
@@ -630,6 +631,16 @@ create view worker.job_history as
     e.detail
    FROM worker.job_events e
 UNION ALL
+ SELECT ((c.event ->> 'id'::text))::bigint AS id,
+    e.job_id,
+    ((c.event ->> 'at'::text))::timestamp with time zone AS at,
+    (c.event ->> 'kind'::text) AS kind,
+    (c.event -> 'detail'::text) AS detail
+   FROM (worker.job_events e
+     CROSS JOIN LATERAL jsonb_array_elements(e.carried) c(event)),
+    worker.event_retention r
+  WHERE ((e.carried IS NOT NULL) AND (((c.event ->> 'at'::text))::timestamp with time zone >= r.kept_from))
+UNION ALL
  SELECT j.enqueued_event_id AS id,
     j.id AS job_id,
     j.created_at AS at,
@@ -651,6 +662,18 @@ UNION ALL
   WHERE ((j.claimed_event_id IS NOT NULL) AND (j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (j.claimed_at >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
            FROM worker.job_events x
           WHERE (x.id = j.claimed_event_id)))))
+UNION ALL
+ SELECT ((t.event ->> 'id'::text))::bigint AS id,
+    j.id AS job_id,
+    ((t.event ->> 'at'::text))::timestamp with time zone AS at,
+    'wait_timed_out'::text AS kind,
+    (t.event -> 'detail'::text) AS detail
+   FROM (worker.jobs j
+     CROSS JOIN LATERAL ( SELECT (j.checkpoint #> '{$wait,timedOutEvent}'::text[]) AS "?column?") t(event)),
+    worker.event_retention r
+  WHERE ((j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (((t.event ->> 'id'::text))::bigint > j.claimed_event_id) AND (((t.event ->> 'at'::text))::timestamp with time zone >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
+           FROM worker.job_events x
+          WHERE (x.id = ((t.event ->> 'id'::text))::bigint)))))
 UNION ALL
  SELECT j.done_event_id AS id,
     j.id AS job_id,
@@ -1741,6 +1764,10 @@ begin
   -- due). Fenced by the lease like a settle, this ends the wait with the timeout outcome: the wait
   -- row goes (an event from now on is kept for the next wait) and the outcome is written to the
   -- checkpoint ($event), so a retry of the step sees the same one. null when the lease was lost.
+  -- The wait_timed_out event is held on the row, in the wait's own record ($wait.timedOutEvent,
+  -- 0260), under the id it takes here: the settle that ends this claim writes it, carried by its
+  -- wait's one row, or as a row of its own for any other ending; worker.job_history shows it
+  -- meanwhile. (In the checkpoint, not a column of its own: a column costs every claim.)
   select * into v_job from worker.jobs where id = p_id and lease_token = p_token and status = 'running' for update;
   if not found then
     return null;
@@ -1754,12 +1781,16 @@ begin
   end if;
   delete from worker.job_waits where job_id = p_id returning * into v_row;
   v_event := jsonb_build_object('outcome', 'timed_out', 'name', v_wait -> 'name', 'key', v_wait -> 'key', 'at', v_now);
-  update worker.jobs set checkpoint = checkpoint || jsonb_build_object('$event', v_event) where id = p_id;
-  insert into worker.job_events (job_id, at, kind, detail)
-  values (p_id, v_now, 'wait_timed_out', jsonb_build_object('name', v_wait -> 'name', 'key', v_wait -> 'key', 'step', v_job.step,
-                                                            'timeoutAt', v_wait -> 'timeoutAt')
-          -- due before its timeout: an operator resumed or rescheduled it
-          || case when v_row.timeout_at is null or v_row.timeout_at > v_now then jsonb_build_object('early', true) else '{}'::jsonb end);
+  update worker.jobs
+     set checkpoint = checkpoint || jsonb_build_object(
+           '$event', v_event,
+           '$wait', v_wait || jsonb_build_object('timedOutEvent', jsonb_build_object(
+             'id', nextval('worker.job_events_id_seq'), 'at', v_now,
+             'detail', jsonb_build_object('name', v_wait -> 'name', 'key', v_wait -> 'key', 'step', v_job.step,
+                                          'timeoutAt', v_wait -> 'timeoutAt')
+                       -- due before its timeout: an operator resumed or rescheduled it
+                       || case when v_row.timeout_at is null or v_row.timeout_at > v_now then jsonb_build_object('early', true) else '{}'::jsonb end)))
+   where id = p_id;
   return v_event;
 end $function$;
 
@@ -3001,7 +3032,7 @@ begin
   v_steps := array(select distinct s from (
                select 'start' as s
                union all select v_old.step
-               union all select e.detail->>'step' from worker.job_events e
+               union all select e.detail->>'step' from worker.job_history e
                 where e.job_id = p_id and e.kind = 'checkpoint' and e.detail ? 'step') x where s is not null order by 1);
   if not v_step = any (v_steps) then
     raise exception 'job % never reached step "%" (its steps: %)', p_id, v_step, array_to_string(v_steps, ', ')
@@ -3306,7 +3337,9 @@ begin
   v_upto := coalesce((select e.id from worker.job_events e where e.id > v_from and e.id <= v_upto
                        order by e.id offset greatest(p_limit - 1, 0) limit 1), v_upto);
   if v_upto <= v_from then return v_rows; end if;
-  select count(*) into v_n from worker.job_events e where e.id > v_from and e.id <= v_upto;
+  -- the events, with those a row carries (0260)
+  select coalesce(sum(1 + coalesce(jsonb_array_length(e.carried), 0)), 0) into v_n
+    from worker.job_events e where e.id > v_from and e.id <= v_upto;
 
   with s as (select * from worker.step_rows(v_from, v_upto)),
   totals as (
@@ -3566,23 +3599,41 @@ CREATE OR REPLACE FUNCTION worker.step_rows(p_after bigint, p_upto bigint)
  LANGUAGE sql
  STABLE
 AS $function$
+  -- The steps that ended in the event rows p_after < id <= p_upto, timed from their claims. A
+  -- row that carries events (0260: a wait's row carries its claim and its checkpoint) ends the
+  -- step it carries, timed from the claim it carries (else from the claim before it, as an
+  -- ending row is); a carried ending lies between an earlier claim and a later ending row, so
+  -- that ending row ended no step of its own.
   select coalesce(j.type, '(pruned)'),
-         case e.kind when 'done' then 'done' when 'checkpoint' then 'continued' when 'retry' then 'retried'
+         case s.kind when 'done' then 'done' when 'checkpoint' then 'continued' when 'retry' then 'retried'
                      when 'failed' then 'failed' when 'cancelled' then 'cancelled'
                      when 'lease_released' then 'released' else 'lost' end,
-         (select count(*) from unnest(worker.step_duration_bounds()) b where b < extract(epoch from e.at - c.at))::smallint,
-         greatest(extract(epoch from e.at - c.at)::float8, 0),
-         e.at
+         (select count(*) from unnest(worker.step_duration_bounds()) b where b < extract(epoch from s.at - c.at))::smallint,
+         greatest(extract(epoch from s.at - c.at)::float8, 0),
+         s.at
     from worker.job_events e
-    join lateral (select c.id, c.at from worker.job_events c
-                   where c.job_id = e.job_id and c.kind = 'claimed' and c.id < e.id
-                   order by c.id desc limit 1) c on true
+    cross join lateral (select e.id, e.at, e.kind, null::timestamptz
+                         where e.kind in ('done', 'checkpoint', 'retry', 'failed', 'cancelled', 'lease_released', 'lease_expired')
+                        union all
+                        select (x.event->>'id')::bigint, (x.event->>'at')::timestamptz, x.event->>'kind',
+                               (select (k.event->>'at')::timestamptz from jsonb_array_elements(e.carried) k(event)
+                                 where k.event->>'kind' = 'claimed')
+                          from jsonb_array_elements(e.carried) x(event)
+                         where x.event->>'kind' in ('done', 'checkpoint', 'retry', 'failed', 'cancelled', 'lease_released', 'lease_expired')
+                       ) s(id, at, kind, claim_at)
+    join lateral (select s.claim_at as at where s.claim_at is not null
+                  union all
+                  select c.at
+                    from (select c.id, c.at from worker.job_events c
+                           where s.claim_at is null and c.job_id = e.job_id and c.kind = 'claimed' and c.id < s.id
+                           order by c.id desc limit 1) c
+                   where not exists (select 1 from worker.job_events x
+                                      where x.job_id = e.job_id and x.id > c.id and x.id < s.id
+                                        and (x.kind in ('done', 'checkpoint', 'retry', 'failed', 'cancelled', 'lease_released', 'lease_expired')
+                                             or x.carried is not null))) c on true
     left join worker.jobs j on j.id = e.job_id
    where e.id > p_after and e.id <= p_upto
-     and e.kind in ('done', 'checkpoint', 'retry', 'failed', 'cancelled', 'lease_released', 'lease_expired')
-     and not exists (select 1 from worker.job_events x
-                      where x.job_id = e.job_id and x.id > c.id and x.id < e.id
-                        and x.kind in ('done', 'checkpoint', 'retry', 'failed', 'cancelled', 'lease_released', 'lease_expired'))
+     and (e.kind in ('done', 'checkpoint', 'retry', 'failed', 'cancelled', 'lease_released', 'lease_expired') or e.carried is not null)
 $function$;
 
 CREATE OR REPLACE FUNCTION worker.truncate_submit_keys()
@@ -3624,6 +3675,7 @@ declare
   v_key     text := coalesce(p_key, '');
   v_timeout timestamptz;
   v_job     worker.jobs;
+  v_old     worker.jobs;
   v_wait    worker.job_waits;
   v_kept    worker.signal_events;
 begin
@@ -3633,6 +3685,10 @@ begin
   -- (sent to this job, or to (p_name, p_key) while nobody waited) is taken here, oldest first.
   -- Answers 'waiting', 'signalled' (a kept event was taken: due now), 'cancelling' (a cancel is
   -- pending: due now, no wait), or null when the lease was lost (nothing written).
+  -- The history gains one row, the waiting event, carrying the events that end with this claim
+  -- (0260): the claim and the timed-out wait's end the row held ($wait.timedOutEvent), under the
+  -- ids they took, and the checkpoint. The row lets go of them (claimed_event_id, $wait), so the
+  -- trigger that writes out an ended claim leaves them to this row.
   perform worker.check_signal_name(p_name, p_key);
   if p_step is null or btrim(p_step) = '' or length(p_step) > 200 then
     raise exception 'step must be 1 to 200 characters, not blank' using errcode = 'SB400', column = 'step';
@@ -3643,20 +3699,35 @@ begin
   v_timeout := v_now + make_interval(secs => p_timeout_ms / 1000.0);
   -- channel before job: the order worker.signal takes them in
   perform worker.lock_signal_channel(p_name, v_key);
+  -- the row as the claim left it (the lock the update takes anyway), for the events it carries
+  select * into v_old from worker.jobs where id = p_id and lease_token = p_token and status = 'running' for no key update;
+  if not found then
+    return null;
+  end if;
   update worker.jobs
      set status = 'queued', step = p_step, attempts = 0, locked_until = null, running_pool = null,
+         claimed_event_id = null,
          checkpoint = (checkpoint - '$wait' - '$event') || coalesce(p_checkpoint, '{}'::jsonb)
                       || jsonb_build_object('$wait', jsonb_build_object('name', p_name, 'key', p_key, 'step', p_step,
                                                                        'since', v_now, 'timeoutAt', v_timeout)),
          run_at = case when cancel_requested_at is not null then v_now else coalesce(v_timeout, 'infinity') end
-   where id = p_id and lease_token = p_token and status = 'running'
+   where id = p_id
   returning * into v_job;
-  if not found then
-    return null;
-  end if;
-  insert into worker.job_events (job_id, at, kind, detail)
-  values (p_id, v_now, 'checkpoint', jsonb_build_object('step', p_step, 'runAt', v_job.run_at)),
-         (p_id, v_now, 'waiting', jsonb_build_object('name', p_name, 'key', p_key, 'step', p_step, 'timeoutAt', v_timeout));
+  insert into worker.job_events (job_id, at, kind, detail, carried)
+  select p_id, v_now, 'waiting', jsonb_build_object('name', p_name, 'key', p_key, 'step', p_step, 'timeoutAt', v_timeout),
+         jsonb_agg(h.event order by (h.event->>'id')::bigint)
+    from (select jsonb_build_object('id', v_old.claimed_event_id, 'at', v_old.claimed_at, 'kind', 'claimed',
+                   'detail', worker.claimed_event_detail(v_old.locked_by, v_old.lease_token, v_old.attempts, v_old.step,
+                                                         v_old.claimed_at, v_old.type))
+           where v_old.claimed_event_id is not null
+          union all
+          select jsonb_build_object('kind', 'wait_timed_out') || h.event
+            from (select v_old.checkpoint #> '{$wait,timedOutEvent}') h(event)
+           where (h.event->>'id')::bigint > v_old.claimed_event_id
+          union all
+          -- its id is taken before the waiting row's own
+          select jsonb_build_object('id', nextval('worker.job_events_id_seq'), 'at', v_now, 'kind', 'checkpoint',
+                                    'detail', jsonb_build_object('step', p_step, 'runAt', v_job.run_at))) h(event);
   if v_job.cancel_requested_at is not null then
     return 'cancelling';
   end if;
@@ -3704,17 +3775,26 @@ begin
   -- The row stopped holding its enqueued event (its run_at changed), its claim (a claim that
   -- ended other than done) or its claim and done event (a done job that left done): they become
   -- event rows under the ids they took, so the job's history (worker.job_history) reads as it
-  -- did. The row keeps the ids until a claim or a completion takes new ones; the view shows them
+  -- did. The end of a wait that timed out, held in the wait's record ($wait.timedOutEvent, 0260),
+  -- goes with the claim it ended in.
+  -- The row keeps the ids until a claim or a completion takes new ones; the view shows them
   -- only while the row holds them, and an id written out already is not written again. One
-  -- older than event retention's mark is pruned already: it is not written.
+  -- older than event retention's mark is pruned already: it is not written. A statement that
+  -- lets go of the claim itself (claimed_event_id set to null: worker.wait_for) wrote the claim's
+  -- events in its own row.
   insert into worker.job_events (id, job_id, at, kind, detail) overriding system value
   select h.id, old.id, h.at, h.kind, h.detail
     from (select old.enqueued_event_id, old.created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', old.run_at)
            where old.enqueued_event_id is not null and old.run_at is distinct from new.run_at
           union all
-          select old.claimed_event_id, old.claimed_at, 'claimed',
-                 worker.claimed_event_detail(old.locked_by, old.lease_token, old.attempts, old.step, old.claimed_at, old.type)
-           where old.claimed_event_id is not null
+          select c.id, c.at, c.kind, c.detail
+            from (select old.claimed_event_id, old.claimed_at, 'claimed',
+                         worker.claimed_event_detail(old.locked_by, old.lease_token, old.attempts, old.step, old.claimed_at, old.type)
+                  union all
+                  select (t.event->>'id')::bigint, (t.event->>'at')::timestamptz, 'wait_timed_out', t.event->'detail'
+                    from (select old.checkpoint #> '{$wait,timedOutEvent}') t(event)
+                   where (t.event->>'id')::bigint > old.claimed_event_id) c(id, at, kind, detail)
+           where old.claimed_event_id is not null and new.claimed_event_id = old.claimed_event_id
              and ((old.status = 'running' and new.status not in ('running', 'done')) or (old.status = 'done' and new.status <> 'done'))
           union all
           select old.done_event_id, old.finished_at, 'done', jsonb_build_object('attempt', old.attempts)

@@ -13,6 +13,10 @@ begin
   -- due). Fenced by the lease like a settle, this ends the wait with the timeout outcome: the wait
   -- row goes (an event from now on is kept for the next wait) and the outcome is written to the
   -- checkpoint ($event), so a retry of the step sees the same one. null when the lease was lost.
+  -- The wait_timed_out event is held on the row, in the wait's own record ($wait.timedOutEvent,
+  -- 0260), under the id it takes here: the settle that ends this claim writes it, carried by its
+  -- wait's one row, or as a row of its own for any other ending; worker.job_history shows it
+  -- meanwhile. (In the checkpoint, not a column of its own: a column costs every claim.)
   select * into v_job from worker.jobs where id = p_id and lease_token = p_token and status = 'running' for update;
   if not found then
     return null;
@@ -26,12 +30,16 @@ begin
   end if;
   delete from worker.job_waits where job_id = p_id returning * into v_row;
   v_event := jsonb_build_object('outcome', 'timed_out', 'name', v_wait -> 'name', 'key', v_wait -> 'key', 'at', v_now);
-  update worker.jobs set checkpoint = checkpoint || jsonb_build_object('$event', v_event) where id = p_id;
-  insert into worker.job_events (job_id, at, kind, detail)
-  values (p_id, v_now, 'wait_timed_out', jsonb_build_object('name', v_wait -> 'name', 'key', v_wait -> 'key', 'step', v_job.step,
-                                                            'timeoutAt', v_wait -> 'timeoutAt')
-          -- due before its timeout: an operator resumed or rescheduled it
-          || case when v_row.timeout_at is null or v_row.timeout_at > v_now then jsonb_build_object('early', true) else '{}'::jsonb end);
+  update worker.jobs
+     set checkpoint = checkpoint || jsonb_build_object(
+           '$event', v_event,
+           '$wait', v_wait || jsonb_build_object('timedOutEvent', jsonb_build_object(
+             'id', nextval('worker.job_events_id_seq'), 'at', v_now,
+             'detail', jsonb_build_object('name', v_wait -> 'name', 'key', v_wait -> 'key', 'step', v_job.step,
+                                          'timeoutAt', v_wait -> 'timeoutAt')
+                       -- due before its timeout: an operator resumed or rescheduled it
+                       || case when v_row.timeout_at is null or v_row.timeout_at > v_now then jsonb_build_object('early', true) else '{}'::jsonb end)))
+   where id = p_id;
   return v_event;
 end $function$
 ;

@@ -24,7 +24,7 @@ begin
   v_steps := array(select distinct s from (
                select 'start' as s
                union all select v_old.step
-               union all select e.detail->>'step' from worker.job_events e
+               union all select e.detail->>'step' from worker.job_history e
                 where e.job_id = p_id and e.kind = 'checkpoint' and e.detail ? 'step') x where s is not null order by 1);
   if not v_step = any (v_steps) then
     raise exception 'job % never reached step "%" (its steps: %)', p_id, v_step, array_to_string(v_steps, ', ')

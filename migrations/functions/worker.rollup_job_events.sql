@@ -47,7 +47,9 @@ begin
   v_upto := coalesce((select e.id from worker.job_events e where e.id > v_from and e.id <= v_upto
                        order by e.id offset greatest(p_limit - 1, 0) limit 1), v_upto);
   if v_upto <= v_from then return v_rows; end if;
-  select count(*) into v_n from worker.job_events e where e.id > v_from and e.id <= v_upto;
+  -- the events, with those a row carries (0260)
+  select coalesce(sum(1 + coalesce(jsonb_array_length(e.carried), 0)), 0) into v_n
+    from worker.job_events e where e.id > v_from and e.id <= v_upto;
 
   with s as (select * from worker.step_rows(v_from, v_upto)),
   totals as (

@@ -1,6 +1,8 @@
 // The wait step outcome (`waitFor`): what a step returns to park its job until an event, and
 // what the resumed step sees of the event (ctx.event), read from the checkpoint keys the SQL
-// functions write: `$wait` (what the job waits for) and `$event` (how the wait ended).
+// functions write: `$wait` (what the job waits for; once its timeout ended it, also that end as
+// the history tells it, `timedOutEvent`, until the step settles: 0260) and `$event` (how the
+// wait ended).
 import type { Job, Json, JsonObject } from '../job.ts';
 import type { SettleEffect } from '../settle.ts';
 
