@@ -325,7 +325,8 @@ export function checkFlowHistory(flows: Flows, ratedIds: Set<string>): Violation
       if (wait.deliveries === 0 && !wait.cancelled) {
         if (wait.timeoutAt === null || e.at.getTime() < wait.timeoutAt) out.push({ invariant: 'wait-not-claimed', message: `history of ${short(id)}: claimed at ${e.at.toISOString()} while waiting (timeout ${wait.timeoutAt === null ? 'none' : new Date(wait.timeoutAt).toISOString()}), no event delivered` });
         else {
-          const then = evs.slice(i + 1).find((x) => x.kind !== 'cancel_requested');
+          // a cancel request, or a signal kept for later (the job was running), may come between
+          const then = evs.slice(i + 1).find((x) => x.kind !== 'cancel_requested' && !(x.kind === 'signalled' && x.detail.delivered !== true));
           if (then && then.kind !== 'wait_timed_out') out.push({ invariant: 'wait-timeout', message: `history of ${short(id)}: claimed at its wait's timeout, then ${then.kind}, not wait_timed_out` });
         }
       }
