@@ -14,18 +14,17 @@ begin
     raise exception 'limit must be at least 1, got %', p_limit using errcode = 'SB400', column = 'limit';
   end if;
   v_cutoff := v_now - make_interval(secs => p_threshold_ms / 1000.0);
+  -- Unclaimed: due, not held by a pause, and claimable by the claim's own predicate
+  -- (worker.claim_eligible) for a runner of the job's pool and every type, whatever a pool's
+  -- capacity: a job waiting by design (its concurrency key full, its dedupe key's job active)
+  -- does not count; one no runner takes, or no pool has room for, does.
 
   with waiting as (
     select j.id, j.type, j.pool, j.run_at
       from worker.jobs j
      where j.status = 'queued' and j.run_at < v_cutoff
        and not worker.claim_held_by_pause(j, v_now)
-       and (j.concurrency_key is null or
-            (select count(*) from worker.jobs r
-              where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit)
-       and (j.dedupe_key is null or j.started_at is not null or not exists (
-             select 1 from worker.jobs a
-              where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
+       and worker.claim_eligible(j, j.pool, null, v_now, null, null, null, '{}')
      limit p_limit
   ), groups as (
     select w.type, w.pool, count(*)::int as n, min(w.run_at) as since,
@@ -55,12 +54,7 @@ begin
           where j.status = 'queued' and j.run_at < v_cutoff
             and j.type = a.detail->>'type' and j.pool is not distinct from a.detail->>'pool'
             and not worker.claim_held_by_pause(j, v_now)
-            and (j.concurrency_key is null or
-                 (select count(*) from worker.jobs r
-                   where r.concurrency_key = j.concurrency_key and r.status = 'running' and r.locked_until >= v_now) < j.concurrency_limit)
-            and (j.dedupe_key is null or j.started_at is not null or not exists (
-                  select 1 from worker.jobs x
-                   where x.dedupe_key = j.dedupe_key and x.status in ('queued', 'running') and x.started_at is not null)))
+            and worker.claim_eligible(j, j.pool, null, v_now, null, null, null, '{}'))
     returning a.id)
   select count(*) into resolved from res;
 end $function$

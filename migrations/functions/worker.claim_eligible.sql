@@ -4,7 +4,9 @@ CREATE OR REPLACE FUNCTION worker.claim_eligible(j worker.jobs, p_pool text, p_t
  STABLE
 AS $function$
   -- What worker.claim_jobs asks of a due queued job before it takes it, as one predicate for the
-  -- fair claim's lanes (worker.fair_claim_candidates). The claim's own walks state it inline:
+  -- fair claim's lanes (worker.fair_claim_candidates) and the unclaimed alert
+  -- (worker.alert_unclaimed_jobs); test/engine/claim-eligible.test.ts checks that the claim takes
+  -- exactly what it admits. The claim's own walks state it inline:
   -- Postgres inlines a SQL function only without a subquery, and this one needs three. Measured
   -- (0240): written with its subqueries moved into functions it inlined, and the common path did
   -- not move (bench:instructions 277,314 -> 276,504 per job), but those functions were then
