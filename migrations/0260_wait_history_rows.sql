@@ -22,27 +22,27 @@ create or replace view worker.job_history as
   select e.id, e.job_id, e.at, e.kind, e.detail from worker.job_events e
   union all
   select (c.event->>'id')::bigint, e.job_id, (c.event->>'at')::timestamptz, c.event->>'kind', c.event->'detail'
-    from worker.job_events e cross join lateral jsonb_array_elements(e.carried) c(event), worker.event_retention r
-   where e.carried is not null and (c.event->>'at')::timestamptz >= r.kept_from
+    from worker.job_events e cross join lateral jsonb_array_elements(e.carried) c(event)
+   where e.carried is not null and (c.event->>'at')::timestamptz >= (select r.kept_from from worker.event_retention r)
   union all
   select j.enqueued_event_id, j.id, j.created_at, 'enqueued', jsonb_build_object('batch', true, 'runAt', j.run_at)
-    from worker.jobs j, worker.event_retention r
-   where j.enqueued_event_id is not null and j.created_at >= r.kept_from
+    from worker.jobs j
+   where j.enqueued_event_id is not null and j.created_at >= (select r.kept_from from worker.event_retention r)
      and not exists (select 1 from worker.job_events x where x.id = j.enqueued_event_id)
   union all
   select j.claimed_event_id, j.id, j.claimed_at, 'claimed',
          worker.claimed_event_detail(j.locked_by, j.lease_token, j.attempts, j.step, j.claimed_at, j.type)
-    from worker.jobs j, worker.event_retention r
-   where j.claimed_event_id is not null and j.status in ('running', 'done') and j.claimed_at >= r.kept_from
+    from worker.jobs j
+   where j.claimed_event_id is not null and j.status in ('running', 'done') and j.claimed_at >= (select r.kept_from from worker.event_retention r)
      and not exists (select 1 from worker.job_events x where x.id = j.claimed_event_id)
   union all
   select (t.event->>'id')::bigint, j.id, (t.event->>'at')::timestamptz, 'wait_timed_out', t.event->'detail'
-    from worker.jobs j cross join lateral (select j.checkpoint #> '{$wait,timedOutEvent}') t(event), worker.event_retention r
+    from worker.jobs j cross join lateral (select j.checkpoint #> '{$wait,timedOutEvent}') t(event)
    where j.status in ('running', 'done') and (t.event->>'id')::bigint > j.claimed_event_id
-     and (t.event->>'at')::timestamptz >= r.kept_from
+     and (t.event->>'at')::timestamptz >= (select r.kept_from from worker.event_retention r)
      and not exists (select 1 from worker.job_events x where x.id = (t.event->>'id')::bigint)
   union all
   select j.done_event_id, j.id, j.finished_at, 'done', jsonb_build_object('attempt', j.attempts)
-    from worker.jobs j, worker.event_retention r
-   where j.done_event_id is not null and j.status = 'done' and j.finished_at >= r.kept_from
+    from worker.jobs j
+   where j.done_event_id is not null and j.status = 'done' and j.finished_at >= (select r.kept_from from worker.event_retention r)
      and not exists (select 1 from worker.job_events x where x.id = j.done_event_id);

@@ -637,18 +637,18 @@ UNION ALL
     (c.event ->> 'kind'::text) AS kind,
     (c.event -> 'detail'::text) AS detail
    FROM (worker.job_events e
-     CROSS JOIN LATERAL jsonb_array_elements(e.carried) c(event)),
-    worker.event_retention r
-  WHERE ((e.carried IS NOT NULL) AND (((c.event ->> 'at'::text))::timestamp with time zone >= r.kept_from))
+     CROSS JOIN LATERAL jsonb_array_elements(e.carried) c(event))
+  WHERE ((e.carried IS NOT NULL) AND (((c.event ->> 'at'::text))::timestamp with time zone >= ( SELECT r.kept_from
+           FROM worker.event_retention r)))
 UNION ALL
  SELECT j.enqueued_event_id AS id,
     j.id AS job_id,
     j.created_at AS at,
     'enqueued'::text AS kind,
     jsonb_build_object('batch', true, 'runAt', j.run_at) AS detail
-   FROM worker.jobs j,
-    worker.event_retention r
-  WHERE ((j.enqueued_event_id IS NOT NULL) AND (j.created_at >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
+   FROM worker.jobs j
+  WHERE ((j.enqueued_event_id IS NOT NULL) AND (j.created_at >= ( SELECT r.kept_from
+           FROM worker.event_retention r)) AND (NOT (EXISTS ( SELECT 1
            FROM worker.job_events x
           WHERE (x.id = j.enqueued_event_id)))))
 UNION ALL
@@ -657,9 +657,9 @@ UNION ALL
     j.claimed_at AS at,
     'claimed'::text AS kind,
     worker.claimed_event_detail(j.locked_by, j.lease_token, j.attempts, j.step, j.claimed_at, j.type) AS detail
-   FROM worker.jobs j,
-    worker.event_retention r
-  WHERE ((j.claimed_event_id IS NOT NULL) AND (j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (j.claimed_at >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
+   FROM worker.jobs j
+  WHERE ((j.claimed_event_id IS NOT NULL) AND (j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (j.claimed_at >= ( SELECT r.kept_from
+           FROM worker.event_retention r)) AND (NOT (EXISTS ( SELECT 1
            FROM worker.job_events x
           WHERE (x.id = j.claimed_event_id)))))
 UNION ALL
@@ -669,9 +669,9 @@ UNION ALL
     'wait_timed_out'::text AS kind,
     (t.event -> 'detail'::text) AS detail
    FROM (worker.jobs j
-     CROSS JOIN LATERAL ( SELECT (j.checkpoint #> '{$wait,timedOutEvent}'::text[]) AS "?column?") t(event)),
-    worker.event_retention r
-  WHERE ((j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (((t.event ->> 'id'::text))::bigint > j.claimed_event_id) AND (((t.event ->> 'at'::text))::timestamp with time zone >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
+     CROSS JOIN LATERAL ( SELECT (j.checkpoint #> '{$wait,timedOutEvent}'::text[]) AS "?column?") t(event))
+  WHERE ((j.status = ANY (ARRAY['running'::text, 'done'::text])) AND (((t.event ->> 'id'::text))::bigint > j.claimed_event_id) AND (((t.event ->> 'at'::text))::timestamp with time zone >= ( SELECT r.kept_from
+           FROM worker.event_retention r)) AND (NOT (EXISTS ( SELECT 1
            FROM worker.job_events x
           WHERE (x.id = ((t.event ->> 'id'::text))::bigint)))))
 UNION ALL
@@ -680,9 +680,9 @@ UNION ALL
     j.finished_at AS at,
     'done'::text AS kind,
     jsonb_build_object('attempt', j.attempts) AS detail
-   FROM worker.jobs j,
-    worker.event_retention r
-  WHERE ((j.done_event_id IS NOT NULL) AND (j.status = 'done'::text) AND (j.finished_at >= r.kept_from) AND (NOT (EXISTS ( SELECT 1
+   FROM worker.jobs j
+  WHERE ((j.done_event_id IS NOT NULL) AND (j.status = 'done'::text) AND (j.finished_at >= ( SELECT r.kept_from
+           FROM worker.event_retention r)) AND (NOT (EXISTS ( SELECT 1
            FROM worker.job_events x
           WHERE (x.id = j.done_event_id)))));
 
