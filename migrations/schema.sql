@@ -740,6 +740,8 @@ CREATE INDEX jobs_fair_idx ON worker.jobs USING btree (fair_key, priority, run_a
 
 CREATE INDEX jobs_finished_idx ON worker.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
+CREATE INDEX jobs_keyed_queued_idx ON worker.jobs USING btree (concurrency_key) WHERE ((status = 'queued'::text) AND (concurrency_key IS NOT NULL));
+
 CREATE INDEX jobs_lease_idx ON worker.jobs USING btree (locked_until) WHERE (status = 'running'::text);
 
 CREATE UNIQUE INDEX jobs_submit_key_uq ON worker.jobs USING btree (submit_key) WHERE (submit_key IS NOT NULL);
@@ -1247,7 +1249,6 @@ declare
   v_held      text[] := '{}';      -- concurrency keys this claim has locked
   v_last      text;                -- the greatest of them: later waits are only for keys after it
   v_got       text[];
-  v_salt      text;                -- the fence tokens' random half, one per claim (see below)
   v_skip_types text[];             -- paused job types (0210); null: none
   v_rblocked  text[] := '{}';      -- rate keys with no room for this claim: paused, full, or held by another claim
   v_rheld     text[] := '{}';      -- rate keys this claim has locked
@@ -1292,6 +1293,15 @@ begin
       if v_budget <= 0 then return; end if;
       select w.rank into v_max_rank from worker.weight_classes w where w.name = v_cap.max_weight;
     end if;
+  end if;
+
+  -- The plain shape: nothing the walk below exists for is in play (a pool capacity leaves a
+  -- budget; keys, pauses and fairness are probed above and here). Then the claim is one short
+  -- statement (worker.claim_plain), and an unused feature costs it nothing but these probes.
+  if v_budget is null and not v_paused and not v_rated and not v_fair
+     and not exists (select 1 from worker.jobs j where j.status = 'queued' and j.concurrency_key is not null) then
+    return query select * from worker.claim_plain(p_worker, p_pool, p_limit, v_now, p_types);
+    return;
   end if;
 
   -- The candidates are read by walking jobs_claimable_idx in claim order. This function's plans
@@ -1515,26 +1525,7 @@ begin
              where j.id = any (v_admitted) and j.rate_key = any (v_rheld) group by j.rate_key) a
      where r.key = a.rate_key;
   end if;
-  -- Each claimed row takes its claimed event's id (the event is held on the row, 0160). Its
-  -- fence token is 64 random bits drawn once for this claim, then the job id's random low half:
-  -- one strong random draw per claim instead of one per job (that was 3 % of a claim and
-  -- completion's instructions). Settles match the token together with the job's id, so it has
-  -- to differ only between claims of one job, which the random half makes it; it is as
-  -- unguessable as before to anyone who has not seen a token of this same claim.
-  v_salt := left(gen_random_uuid()::text, 19);
-  return query
-    with upd as (
-      update worker.jobs j
-         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
-             lease_token = (v_salt || right(j.id::text, 17))::uuid,
-             locked_until = v_now + make_interval(secs => t.lease_ms / 1000.0),
-             running_pool = p_pool, claimed_at = v_now, started_at = coalesce(j.started_at, v_now),
-             claimed_event_id = nextval('worker.job_events_id_seq')
-        from worker.job_types t
-       where j.id = any (v_admitted) and t.type = j.type
-      returning j.*
-    )
-    select * from upd order by priority, run_at;
+  return query select * from worker.lease_jobs(v_admitted, p_worker, p_pool, v_now);
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.claim_leader_lease(p_holder text, p_ttl_ms integer DEFAULT 300000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_name text DEFAULT 'default'::text, OUT is_leader boolean, OUT outcome text, OUT holder text, OUT generation bigint, OUT expires_at timestamp with time zone)
@@ -1564,6 +1555,30 @@ begin
   holder := v_row.holder;
   generation := v_row.generation;
   expires_at := v_row.expires_at;
+end $function$;
+
+CREATE OR REPLACE FUNCTION worker.claim_plain(p_worker text, p_pool text, p_limit integer, p_now timestamp with time zone, p_types text[])
+ RETURNS SETOF worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+begin
+  -- The claim's plain path, which worker.claim_jobs takes when no pause, rate key, fairness key,
+  -- pool capacity or queued concurrency key is in play: then what worker.claim_eligible asks of
+  -- a job is its pool, the runner's types and its dedupe key, and one statement takes the due
+  -- jobs in claim order, past those other claims hold, and leases them. It runs under
+  -- claim_jobs's settings (generic plans; index walks only, `run_at + 0` keeping
+  -- jobs_claimable_idx the one candidate, as claim_jobs explains).
+  return query select * from worker.lease_jobs(array(
+    select j.id from worker.jobs j
+     where j.status = 'queued' and j.run_at + interval '0' <= p_now
+       and (j.pool is null or j.pool is not distinct from p_pool)
+       and (p_types is null or j.type = any (p_types))
+       and (j.dedupe_key is null or j.started_at is not null or not exists (
+             select 1 from worker.jobs a
+              where a.dedupe_key = j.dedupe_key and a.status in ('queued', 'running') and a.started_at is not null))
+     order by j.priority, j.run_at
+     limit p_limit
+       for update of j skip locked), p_worker, p_pool, p_now);
 end $function$;
 
 CREATE OR REPLACE FUNCTION worker.claimed_event_detail(p_owner text, p_token uuid, p_attempt integer, p_step text, p_claimed_at timestamp with time zone, p_type text)
@@ -2344,6 +2359,37 @@ AS $function$
   select coalesce(array_agg(id order by depth desc, parent nulls first, id), '{}')
     from (select id, max(depth) as depth, min(parent::text)::uuid as parent from tree group by id) n
 $function$;
+
+CREATE OR REPLACE FUNCTION worker.lease_jobs(p_ids uuid[], p_worker text, p_pool text, p_now timestamp with time zone)
+ RETURNS SETOF worker.jobs
+ LANGUAGE plpgsql
+AS $function$
+declare
+  -- The fence token: 64 random bits drawn once for this claim, then the job id's random low
+  -- half: one strong random draw per claim instead of one per job (that was 3 % of a claim and
+  -- completion's instructions). Settles match the token together with the job's id, so it has to
+  -- differ only between claims of one job, which the random half makes it; it is as unguessable
+  -- as before to anyone who has not seen a token of this same claim.
+  v_salt text := left(gen_random_uuid()::text, 19);
+begin
+  -- The claim's one transition, queued -> running, for jobs the claim admitted and holds
+  -- locked (worker.claim_plain, worker.claim_jobs): each takes its claimed event's id (the event
+  -- is held on the row, 0160), a lease of its type's length, and the pool it runs in. Answers
+  -- them in claim order.
+  return query
+    with upd as (
+      update worker.jobs j
+         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+             lease_token = (v_salt || right(j.id::text, 17))::uuid,
+             locked_until = p_now + make_interval(secs => t.lease_ms / 1000.0),
+             running_pool = p_pool, claimed_at = p_now, started_at = coalesce(j.started_at, p_now),
+             claimed_event_id = nextval('worker.job_events_id_seq')
+        from worker.job_types t
+       where j.id = any (p_ids) and t.type = j.type
+      returning j.*
+    )
+    select * from upd order by priority, run_at;
+end $function$;
 
 CREATE OR REPLACE FUNCTION worker.lock_job_for(p_id uuid, p_verb text, p_from text[])
  RETURNS worker.jobs

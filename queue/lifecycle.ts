@@ -35,8 +35,9 @@ export const LIFECYCLE: readonly Transition[] = [
     fence: 'supersedes only a never-started queued job of the dedupe key', locks: ['the submit key', 'the superseded job', 'the new row'],
   },
   {
-    operation: 'claim', home: FN('claim_jobs'), from: ['queued'], to: ['running'],
-    fence: 'queued, due, eligible (pauses, pool, keys, rate keys, capacity)',
+    operation: 'claim (worker.claim_jobs picks the plain path, worker.claim_plain, or its limited walk; both lease here)',
+    home: FN('lease_jobs'), from: ['queued'], to: ['running'],
+    fence: 'queued, due, eligible (worker.claim_eligible), locked by the claim',
     locks: ['the pool capacity row', 'concurrency keys in key order', 'rate keys (skip locked)', 'the jobs (skip locked)'],
   },
   {

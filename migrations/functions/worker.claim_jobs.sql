@@ -29,7 +29,6 @@ declare
   v_held      text[] := '{}';      -- concurrency keys this claim has locked
   v_last      text;                -- the greatest of them: later waits are only for keys after it
   v_got       text[];
-  v_salt      text;                -- the fence tokens' random half, one per claim (see below)
   v_skip_types text[];             -- paused job types (0210); null: none
   v_rblocked  text[] := '{}';      -- rate keys with no room for this claim: paused, full, or held by another claim
   v_rheld     text[] := '{}';      -- rate keys this claim has locked
@@ -74,6 +73,15 @@ begin
       if v_budget <= 0 then return; end if;
       select w.rank into v_max_rank from worker.weight_classes w where w.name = v_cap.max_weight;
     end if;
+  end if;
+
+  -- The plain shape: nothing the walk below exists for is in play (a pool capacity leaves a
+  -- budget; keys, pauses and fairness are probed above and here). Then the claim is one short
+  -- statement (worker.claim_plain), and an unused feature costs it nothing but these probes.
+  if v_budget is null and not v_paused and not v_rated and not v_fair
+     and not exists (select 1 from worker.jobs j where j.status = 'queued' and j.concurrency_key is not null) then
+    return query select * from worker.claim_plain(p_worker, p_pool, p_limit, v_now, p_types);
+    return;
   end if;
 
   -- The candidates are read by walking jobs_claimable_idx in claim order. This function's plans
@@ -297,25 +305,6 @@ begin
              where j.id = any (v_admitted) and j.rate_key = any (v_rheld) group by j.rate_key) a
      where r.key = a.rate_key;
   end if;
-  -- Each claimed row takes its claimed event's id (the event is held on the row, 0160). Its
-  -- fence token is 64 random bits drawn once for this claim, then the job id's random low half:
-  -- one strong random draw per claim instead of one per job (that was 3 % of a claim and
-  -- completion's instructions). Settles match the token together with the job's id, so it has
-  -- to differ only between claims of one job, which the random half makes it; it is as
-  -- unguessable as before to anyone who has not seen a token of this same claim.
-  v_salt := left(gen_random_uuid()::text, 19);
-  return query
-    with upd as (
-      update worker.jobs j
-         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
-             lease_token = (v_salt || right(j.id::text, 17))::uuid,
-             locked_until = v_now + make_interval(secs => t.lease_ms / 1000.0),
-             running_pool = p_pool, claimed_at = v_now, started_at = coalesce(j.started_at, v_now),
-             claimed_event_id = nextval('worker.job_events_id_seq')
-        from worker.job_types t
-       where j.id = any (v_admitted) and t.type = j.type
-      returning j.*
-    )
-    select * from upd order by priority, run_at;
+  return query select * from worker.lease_jobs(v_admitted, p_worker, p_pool, v_now);
 end $function$
 ;
