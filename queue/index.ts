@@ -30,3 +30,4 @@ export * from './upkeep.ts';
 export * from './alert-rows.ts';
 export { sampleJobTypes } from './samples.ts';
 export * from './flow-control.ts';
+export { isConnectionFailure, isContention } from './database-errors.ts';

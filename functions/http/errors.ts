@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
-import { ConflictError, NotFoundError, ValidationError } from '../../queue/index.ts';
+import { ConflictError, isContention, NotFoundError, ValidationError } from '../../queue/index.ts';
 import { ConfigError, type WorkerEnv } from '../config.ts';
 import { envSecrets } from '../invocation.ts';
 import { scrubText } from '../lib/redact.ts';
@@ -50,6 +50,11 @@ export function toHttpError(error: unknown): HttpError | null {
   }
   if (error instanceof ConfigError) return new HttpError(503, 'not_configured', `refusing to run: ${error.message}`);
   if (isDatabaseUnavailable(error)) return new HttpError(503, 'database_unavailable', 'the database is unavailable; try again shortly');
+  // A deadlock, serialization failure or lock timeout rolled the request's transaction back
+  // whole: nothing was written, and the same request may simply be sent again.
+  if (isContention(error)) {
+    return new HttpError(503, 'database_busy', 'the database was busy with a conflicting change (a deadlock or a lock timeout); nothing was written: try again');
+  }
   return null;
 }
 

@@ -1,6 +1,7 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from 'cloudflare:test';
 import { beforeAll, describe, expect, it } from 'vitest';
 import worker from '../../functions/index.ts';
+import { installFaults } from '../support/faults.ts';
 import { createWorkerHarness, TOKENS, type TestEnv, type WorkerHarness } from './support.ts';
 
 /**
@@ -127,5 +128,31 @@ describe('a connection cut while a request runs', () => {
     expect(again.body.jobs).toHaveLength(10);
     const [old] = await h.sql`select status, superseded_by from worker.jobs where id = ${waiting}`;
     expect(old).toMatchObject({ status: 'cancelled' });
+  });
+});
+
+describe('contention while a request runs', () => {
+  it('a deadlock or lock timeout in a request answers 503 database_busy with Retry-After and writes nothing; sent again it goes through', async () => {
+    const [{ id }] = (await h.sql`select id from worker.enqueue_job('uppercase', '{"text": "to cancel"}', delay_ms => 3600000)`) as unknown as [{ id: string }];
+    const faults = await installFaults(h.sql);
+    try {
+      for (const code of ['40P01', '55P03']) {
+        await faults.arm({ count: 1, codes: [code] });
+        const res = await fetchWith(h.env, `/v1/jobs/${id}/cancel`, json({ reason: 'contention' }));
+        expect({ code, status: res.status, body: res.body?.error?.code }).toEqual({ code, status: 503, body: 'database_busy' });
+        expect(res.body.error.message).toMatch(/nothing was written/);
+        expect(res.headers.get('retry-after')).toBe('5');
+        expect(await faults.raised()).toBe(1);
+        const [row] = await h.sql`select status from worker.jobs where id = ${id}`;
+        expect(row!.status).toBe('queued');
+      }
+      await faults.disarm();
+      const res = await fetchWith(h.env, `/v1/jobs/${id}/cancel`, json({ reason: 'contention' }));
+      expect(res.status).toBe(200);
+      const [row] = await h.sql`select status from worker.jobs where id = ${id}`;
+      expect(row!.status).toBe('cancelled');
+    } finally {
+      await faults.remove();
+    }
   });
 });
