@@ -1,7 +1,7 @@
 // Postgres matrix: settles batched by concurrent runners.
 import type postgres from 'postgres';
 import { z } from 'zod';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   connect, defineJobType, done, enqueue, getJob, JobRegistry, next, rescueExpiredLeases, runSteps, type Sql, type StepLogLine,
 } from '../../queue/index.ts';
@@ -202,13 +202,19 @@ describe('a settle the database never answers', () => {
   });
 
   it('keeps waiting while the heartbeat moves the lease on, and takes the answer that comes', async () => {
-    const scope = { heldUntil: Date.now() + 100, signal: new AbortController().signal, mayRetry: () => true, retried: () => {} };
-    const beat = setInterval(() => (scope.heldUntil = Date.now() + 100), 50);
-    const late = new Promise<string>((resolve) => setTimeout(() => resolve('settled'), 400));
+    // on a pinned clock: a loaded machine delaying a 50 ms heartbeat past the 100 ms it grants
+    // must not decide the outcome
+    vi.useFakeTimers();
     try {
-      await expect(writeSettle(scope, () => late)).resolves.toBe('settled');
-    } finally {
+      const scope = { heldUntil: Date.now() + 100, signal: new AbortController().signal, mayRetry: () => true, retried: () => {} };
+      const beat = setInterval(() => (scope.heldUntil = Date.now() + 100), 50);
+      const late = new Promise<string>((resolve) => setTimeout(() => resolve('settled'), 400));
+      const written = writeSettle(scope, () => late);
+      await vi.advanceTimersByTimeAsync(400);
+      await expect(written).resolves.toBe('settled');
       clearInterval(beat);
+    } finally {
+      vi.useRealTimers();
     }
   });
 });
