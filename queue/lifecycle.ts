@@ -63,7 +63,7 @@ export const LIFECYCLE: readonly Transition[] = [
   {
     operation: 'cancel (one or in bulk)', home: FN('cancel_job'), from: ['queued'], to: ['cancelled'],
     fence: 'queued or running (a started job gets a request, not a status)',
-    locks: ['unfinished descendants, deepest first, by id', 'the jobs by id', 'per child: its join row, then its parent'],
+    locks: ['unfinished descendants, deepest first, by parent and id', 'the jobs by id', 'per child: its join row, then its parent'],
   },
   {
     operation: 'requeue (one or in bulk)', home: FN('requeue_job'), from: ['failed', 'cancelled', 'oom_killed'], to: ['queued'],
