@@ -108,5 +108,8 @@ describe('over HTTP', () => {
     expect(await refusal('/v1/jobs/bulk/retry', { json: { filter: { status: ['failed', 'gone'] }, dryRun: true } }))
       .toMatchObject({ field: 'filter.status.1', message: expect.stringContaining('"failed"') });
     expect(await refusal('/v1/jobs/bulk/retry', { json: { filter: { all: false }, dryRun: true } })).toMatchObject({ field: 'filter.all', message: 'filter.all: must be true' });
+    // a set the engine holds as rows, not as a literal: its refusal reads them
+    const weight = await refusal('/v1/jobs', { json: { type: 'uppercase', payload: { text: 'x' }, weight: 'gigantic' } });
+    expect(weight).toMatchObject({ field: 'weight', message: expect.stringMatching(/^unknown weight class "gigantic": must be one of (?=.*"light")(?=.*"playwright")(?=.*"heavy")/) });
   });
 });
