@@ -2,6 +2,7 @@ import { dashboard } from './dashboard/index.tsx';
 import { admin } from './http/routes/admin.ts';
 import { builds } from './http/routes/builds.ts';
 import { bulk } from './http/routes/bulk.ts';
+import { methodsByPath } from './http/allow.ts';
 import { errorBody, respondError } from './http/errors.ts';
 import { createRouter, serveDocument } from './http/openapi.ts';
 import { health } from './http/routes/health.ts';
@@ -97,7 +98,13 @@ export function createApp() {
   app.route('/', dashboard);
   // the public contract: no token, no secret in it (the routes' own schemas, see http/openapi.ts)
   serveDocument(app);
-  app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));
+  const methodsOf = methodsByPath(app.routes);
+  app.notFound((c) => {
+    const allowed = methodsOf(c.req.path);
+    if (!allowed) return c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404);
+    c.header('Allow', allowed.join(', '));
+    return c.json(errorBody('method_not_allowed', `${c.req.method} is not allowed on ${c.req.path}: use ${allowed.join(', ')}`), 405);
+  });
   app.onError((error, c) => respondError(c, error));
   return app;
 }

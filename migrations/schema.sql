@@ -2499,6 +2499,16 @@ begin
   if p_kind = 'type' and not exists (select 1 from worker.job_types t where t.type = p_name) then
     raise exception 'unknown job type "%"', p_name using errcode = 'SB404', column = 'name';
   end if;
+  -- A pool is defined by its capacity row or by a job that names it (any retained job: the
+  -- first probe is the key, the second stops at the first row, and only a refusal reads the
+  -- whole table, on an operator's action). A pool already paused is left to the 409 below.
+  -- Without this a typo ('eu-wset') paused nothing and said it had.
+  if p_kind = 'pool'
+     and not exists (select 1 from worker.pool_capacity c where c.pool = p_name)
+     and not exists (select 1 from worker.pauses p where p.kind = 'pool' and p.name = p_name)
+     and not exists (select 1 from worker.jobs j where j.pool = p_name) then
+    raise exception 'unknown pool "%": no worker.pool_capacity row and no job names it', p_name using errcode = 'SB404', column = 'name';
+  end if;
   if p_paused_by is null or char_length(p_paused_by) not between 1 and 200 then
     raise exception 'pausedBy must be 1 to 200 characters' using errcode = 'SB400', column = 'pausedBy';
   end if;
@@ -2676,7 +2686,10 @@ begin
     raise exception 'max_attempts must be at least 1, got %', p_max_attempts using errcode = 'SB400', column = 'maxAttempts';
   end if;
   if p_weight is not null and not exists (select 1 from worker.weight_classes w where w.name = p_weight) then
-    raise exception 'unknown weight class "%"', p_weight using errcode = 'SB400', column = 'weight';
+    -- the classes are rows, not a literal list: the refusal reads them, on the refusal's path only
+    raise exception 'unknown weight class "%": must be one of %', p_weight,
+      (select string_agg('"' || w.name || '"', ', ' order by w.rank, w.name) from worker.weight_classes w)
+      using errcode = 'SB400', column = 'weight';
   end if;
   if length(p_dedupe_key) > 200 or p_dedupe_key = '' then
     raise exception 'dedupe_key must be 1 to 200 characters' using errcode = 'SB400', column = 'dedupeKey';

@@ -11,8 +11,9 @@ export type { Pause, PauseKind, RateKeyResumed, RateLimitState, TypeFlowKeys } f
  * (claims skip it; queued jobs stay as they are and running ones finish) and resume it, each one
  * SQL function (worker.pause_claims, worker.resume_claims) that the CLI, HTTP and the dashboard
  * call; and end a rate key's pause (a 429's) early (worker.resume_rate_key). Refusals: SB400
- * ValidationError (kind, name, pausedBy, reason, key), SB404 an unknown type or rate key, SB409
- * ConflictError (already paused, or not paused).
+ * ValidationError (kind, name, pausedBy, reason, key), SB404 an unknown type or rate key, or a
+ * pool nothing defines (no capacity row, no job naming it), SB409 ConflictError (already paused,
+ * or not paused).
  */
 async function translated<T>(op: () => Promise<T>): Promise<T> {
   try {

@@ -17,12 +17,54 @@ export function errorBody(code: string, message: string, field?: string) {
   return { error: { code, message, ...(field ? { field } : {}) } };
 }
 
-/** The field a zod issue is about, as a dotted path (`jobs.3.type`). */
+/** The field a zod issue is about, as a dotted path (`jobs.3.type`), and what is wrong with it. */
 export function zodField(error: z.ZodError): { field: string | undefined; message: string } {
-  const issue = error.issues[0]!;
-  const field = issue.path.length ? issue.path.map(String).join('.') : undefined;
-  const message = issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message;
-  return { field: field ?? (issue.code === 'unrecognized_keys' ? issue.keys[0] : undefined), message: field ? `${field}: ${message}` : message };
+  const first = error.issues[0]!;
+  const { path, message } = first.code === 'unrecognized_keys'
+    ? { path: first.path, message: `unknown field(s): ${first.keys.join(', ')}` }
+    : issueText(first);
+  const field = path.length ? path.map(String).join('.') : undefined;
+  return { field: field ?? (first.code === 'unrecognized_keys' ? first.keys[0] : undefined), message: field ? `${field}: ${message}` : message };
+}
+
+type Issue = z.core.$ZodIssue;
+
+const shown = (value: unknown) => (typeof value === 'string' ? JSON.stringify(value) : String(value));
+
+/** `must be 1`, `must be one of 1, 3 or 5`: the allowed values themselves, strings quoted. */
+function allowedValues(values: readonly unknown[]): string {
+  const list = [...new Set(values.map(shown))];
+  return list.length === 1 ? list[0]! : `one of ${list.slice(0, -1).join(', ')} or ${list.at(-1)}`;
+}
+
+const article = (noun: string) => (/^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`);
+
+/**
+ * What is wrong, in words that say what would be accepted. zod's own text names the allowed
+ * values of an enum or a literal only in its own notation ("expected one of "a"|"b"") and says
+ * just "Invalid input" for a union of literals (`controlPlanes`: 1, 3 or 5), so a refusal of a
+ * value from a fixed set is written here from the issue's values. A union's branch that got past
+ * the type check and failed deeper (a list of statuses holding an unknown one) is the one shown,
+ * at its own path.
+ */
+function issueText(issue: Issue): { path: readonly PropertyKey[]; message: string } {
+  if (issue.code === 'invalid_value') return { path: issue.path, message: `must be ${allowedValues(issue.values)}` };
+  if (issue.code !== 'invalid_union' || issue.errors.length === 0) return { path: issue.path, message: issue.message };
+  const deeper = issue.errors.filter((branch) => branch[0] && branch[0].path.length > 0);
+  if (deeper.length === 1) {
+    const inner = issueText(deeper[0]![0]!);
+    return { path: [...issue.path, ...inner.path], message: inner.message };
+  }
+  const firsts = issue.errors.map((branch) => branch[0]);
+  if (!firsts.every((i) => i && i.path.length === 0 && (i.code === 'invalid_value' || i.code === 'invalid_type'))) {
+    return { path: issue.path, message: issue.message };
+  }
+  const values = firsts.flatMap((i) => (i!.code === 'invalid_value' ? i!.values : []));
+  const types = [...new Set(firsts.flatMap((i) => (i!.code === 'invalid_type' ? [article(i!.expected)] : [])))];
+  const alternatives = [...(values.length ? [allowedValues(values)] : []), ...types];
+  // `one of "a" or "b", or an array`: the comma keeps a list of values apart from the other shapes
+  const message = alternatives.length === 1 ? alternatives[0]! : `${alternatives.slice(0, -1).join(', ')}${values.length > 1 ? ',' : ''} or ${alternatives.at(-1)}`;
+  return { path: issue.path, message: `must be ${message}` };
 }
 
 // postgres.js connection codes, socket errnos (Node, and the Worker's socket in

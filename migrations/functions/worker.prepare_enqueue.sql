@@ -31,7 +31,10 @@ begin
     raise exception 'max_attempts must be at least 1, got %', p_max_attempts using errcode = 'SB400', column = 'maxAttempts';
   end if;
   if p_weight is not null and not exists (select 1 from worker.weight_classes w where w.name = p_weight) then
-    raise exception 'unknown weight class "%"', p_weight using errcode = 'SB400', column = 'weight';
+    -- the classes are rows, not a literal list: the refusal reads them, on the refusal's path only
+    raise exception 'unknown weight class "%": must be one of %', p_weight,
+      (select string_agg('"' || w.name || '"', ', ' order by w.rank, w.name) from worker.weight_classes w)
+      using errcode = 'SB400', column = 'weight';
   end if;
   if length(p_dedupe_key) > 200 or p_dedupe_key = '' then
     raise exception 'dedupe_key must be 1 to 200 characters' using errcode = 'SB400', column = 'dedupeKey';

@@ -131,7 +131,7 @@ describe('enqueue', () => {
       ['payload not an object', { type: 'uppercase', payload: [1, 2] as never }, 'payload', /payload must be a JSON object, got array/],
       ['priority out of range', { type: 'uppercase', priority: 5000 }, 'priority', /priority must be an integer from 0 to 1000/],
       ['max_attempts < 1', { type: 'uppercase', maxAttempts: 0 }, 'maxAttempts', /max_attempts must be at least 1/],
-      ['unknown weight', { type: 'uppercase', weight: 'gigantic' }, 'weight', /unknown weight class/],
+      ['unknown weight', { type: 'uppercase', weight: 'gigantic' }, 'weight', /unknown weight class "gigantic": must be one of (?=.*"light")(?=.*"playwright")(?=.*"heavy")/],
       ['empty dedupe key', { type: 'uppercase', dedupeKey: '' }, 'dedupeKey', /dedupe_key/],
       ['negative delay', { type: 'uppercase', delayMs: -1 }, 'delayMs', /must not be negative/],
       ['half a concurrency limit', { type: 'uppercase', concurrencyKey: 'acct:1' }, 'concurrencyKey', /go together/],

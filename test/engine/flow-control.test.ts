@@ -244,6 +244,7 @@ describe('pause and resume', () => {
   it("a paused pool's runners claim nothing; other pools' runners still do", async () => {
     await clearQueue();
     await enqueue(db.sql, { type: 'flow_plain', payload: {} });
+    await enqueue(db.sql, { type: 'flow_plain', payload: {}, pool: 'eu' }); // a job names the pool: it is defined
     await pauseClaims(db.sql, { kind: 'pool', name: 'eu', pausedBy: 'ops', reason: 'maintenance window' });
     expect(await claim(db.sql, at(0), 10, 'eu-1', 'eu')).toHaveLength(0);
     expect(await claim(db.sql, at(0), 10, 'us-1', 'us')).toHaveLength(1);
@@ -256,6 +257,21 @@ describe('pause and resume', () => {
     expect(await refused({ kind: 'type', name: 'flow_plain', pausedBy: 'ops', reason: '  ' })).toMatchObject({ field: 'reason' });
     expect(await refused({ kind: 'type', name: 'flow_plain', pausedBy: '', reason: 'r' })).toBeInstanceOf(ValidationError);
     expect(await refused({ kind: 'type', name: 'no_such_type', pausedBy: 'ops', reason: 'r' })).toBeInstanceOf(NotFoundError);
+    // a pool no capacity row and no job names is a typo, not a pause of nothing
+    const unknownPool = await refused({ kind: 'pool', name: 'no-such-pool', pausedBy: 'ops', reason: 'r' });
+    expect(unknownPool).toBeInstanceOf(NotFoundError);
+    expect((unknownPool as Error).message).toMatch(/unknown pool "no-such-pool"/);
     expect(await listPauses(db.sql)).toEqual([]);
+  });
+
+  it('pauses a pool its capacity row defines before any job names it', async () => {
+    await clearQueue();
+    await db.sql`insert into worker.pool_capacity (pool, max_running_weight) values ('flow-defined', 0)`;
+    try {
+      expect(await pauseClaims(db.sql, { kind: 'pool', name: 'flow-defined', pausedBy: 'ops', reason: 'r' })).toMatchObject({ kind: 'pool', name: 'flow-defined' });
+      await resumeClaims(db.sql, 'pool', 'flow-defined');
+    } finally {
+      await db.sql`delete from worker.pool_capacity where pool = 'flow-defined'`;
+    }
   });
 });

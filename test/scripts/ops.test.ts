@@ -172,6 +172,9 @@ describe('npm run ops: pause and resume', () => {
   it('pause-type and pause-pool are shown in inspect with who and why, refused twice, and resumed', async () => {
     const paused = await ops(['pause-type', 'uppercase', '--reason', 'provider incident', '--by', 'alice']);
     expect(paused).toMatchObject({ code: 0, out: expect.stringContaining('paused type uppercase (by alice: provider incident)') });
+    // a pool is defined by its capacity row or a job naming it; one nothing defines is refused
+    expect(await ops(['pause-pool', 'eu-wset', '--reason', 'typo'])).toMatchObject({ code: 1, out: expect.stringContaining('unknown pool "eu-wset"') });
+    await db.sql`insert into worker.pool_capacity (pool, max_running_weight) values ('eu', 0) on conflict do nothing`;
     expect(await ops(['pause-pool', 'eu', '--reason', 'maintenance'])).toMatchObject({ code: 0, out: expect.stringContaining('paused pool eu (by ops (') });
     const inspect = await ops(['inspect']);
     expect(inspect.out).toMatch(/paused\n.*\n.*pool\s+eu\s+ops \(.*maintenance/);
@@ -187,6 +190,7 @@ describe('npm run ops: pause and resume', () => {
     expect(await ops(['resume-pool', 'eu'])).toMatchObject({ code: 0 });
     expect(await ops(['resume-pool', 'eu'])).toMatchObject({ code: 1, out: expect.stringContaining('pool "eu" is not paused') });
     expect(await db.sql`select * from worker.pauses`).toHaveLength(0);
+    await db.sql`delete from worker.pool_capacity where pool = 'eu'`;
   });
 });
 

@@ -226,10 +226,12 @@ describe('flow control', () => {
     expect(formFields(row.replace('<form', '<form id="resume"'), 'resume')).toEqual({ _csrf: browser.csrf, kind: 'type', name: 'uppercase' });
 
     // the same pause from two tabs at once: one takes, the other is the engine's 409
+    await h.sql`insert into worker.pool_capacity (pool, max_running_weight) values ('dash-pool', 0)`; // a pool is paused only once defined
     const twice = await Promise.all([post('/dashboard/flow/pause', { kind: 'pool', name: 'dash-pool', reason: 'a' }), post('/dashboard/flow/pause', { kind: 'pool', name: 'dash-pool', reason: 'b' })]);
     expect(twice.map((r) => r.status).sort()).toEqual([303, 409]);
     expect(await h.sql`select count(*)::int as n from worker.pauses where name = 'dash-pool'`).toEqual([{ n: 1 }]);
     await h.sql`delete from worker.pauses where name = 'dash-pool'`;
+    await h.sql`delete from worker.pool_capacity where pool = 'dash-pool'`;
 
     await expectRefusedWithoutCsrf('/dashboard/flow/resume', { kind: 'type', name: 'uppercase' });
     const resumed = await post('/dashboard/flow/resume', { kind: 'type', name: 'uppercase' });

@@ -43,4 +43,19 @@ describe('POST /v1/pauses, POST /v1/pauses/resume, GET /v1/pauses', () => {
     const [after] = await h.sql`select * from worker.claim_jobs('pause-test', null, 10, null, array['countdown'])`;
     expect(after?.id).toBe(job.id);
   });
+
+  it('refuses a pool that nothing defines (404 naming it), and pauses one a capacity row or a job names', async () => {
+    const unknown = await h.request('/v1/pauses', { method: 'POST', json: { kind: 'pool', name: 'eu-wset', reason: 'typo' } });
+    expect(unknown.status).toBe(404);
+    expect((await json(unknown)).error).toMatchObject({ code: 'not_found', message: expect.stringContaining('unknown pool "eu-wset"') });
+    expect(await h.sql`select * from worker.pauses where kind = 'pool'`).toEqual([]);
+
+    await h.sql`insert into worker.pool_capacity (pool, max_running_weight) values ('pause-capacity', 0)`;
+    await h.request('/v1/jobs', { method: 'POST', json: { type: 'countdown', payload: { n: 0 }, pool: 'pause-named', delayMs: 3_600_000 } });
+    for (const name of ['pause-capacity', 'pause-named']) {
+      const paused = await h.request('/v1/pauses', { method: 'POST', json: { kind: 'pool', name, reason: 'maintenance' } });
+      expect(paused.status, name).toBe(201);
+      expect((await h.request('/v1/pauses/resume', { method: 'POST', json: { kind: 'pool', name } })).status, name).toBe(200);
+    }
+  });
 });
