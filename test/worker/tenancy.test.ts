@@ -114,8 +114,14 @@ describe('every route that takes an account or a service', () => {
         expect(res.status).toBe(c.status);
         expect(((await res.json()) as Json).error).toMatchObject({ code: c.status === 404 ? 'not_found' : 'forbidden', field: c.field });
         expect(await snapshot()).toEqual(before);
+        // The sandbox is shared with the other test files running meanwhile: what this request
+        // could have made is a resource it did not have before that names this request's
+        // account, service or cluster (a database's tag names its service, a droplet its cluster).
         const cloudAfter = await sandboxState();
-        expect(cloudAfter.databases.length + cloudAfter.droplets.length).toBeLessThanOrEqual(cloudBefore.databases.length + cloudBefore.droplets.length);
+        const known = new Set([...cloudBefore.databases, ...cloudBefore.droplets].map((r) => r.id));
+        const names = [c.body.accountId, c.body.serviceId, route === 'POST /v1/clusters' ? c.body.name : undefined].filter(Boolean) as string[];
+        const made = [...cloudAfter.databases, ...cloudAfter.droplets].filter((r) => !known.has(r.id) && names.some((n) => JSON.stringify(r).includes(n)));
+        expect(made).toEqual([]);
       });
     }
   }
