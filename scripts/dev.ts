@@ -15,6 +15,7 @@ import { SANDBOX_SPACES_KEYS, SANDBOX_SPACES_PATH, SANDBOX_SPACES_REGION } from 
 import { startSandbox } from '../sandbox/server.ts';
 import { freePort, startEmbeddedPostgres } from './embedded-postgres.ts';
 import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT } from './lib/cli.ts';
+import { watchForStop } from './lib/lifecycle.ts';
 import { withDatabase, withPassword } from './lib/database-url.ts';
 
 /**
@@ -30,19 +31,40 @@ if (process.getuid?.() === 0) chmodSync(DATA, 0o711);
 const port = Number(process.env.PORT ?? 8787);
 const log = (msg: string) => console.log(`[dev] ${msg}`);
 const cleanups: Array<() => Promise<void> | void> = [];
-let stopping = false;
+/** Files holding the running stack's secrets (the vars file, the stack file): removed first at any stop. */
+const stackFiles: string[] = [];
+const removeStackFiles = () => {
+  for (const file of stackFiles.splice(0)) rmSync(file, { force: true });
+};
+let stopped: Promise<never> | undefined;
 
-async function stop(code = 0): Promise<never> {
-  if (!stopping) {
-    stopping = true;
+/**
+ * One stop, however many ways it is asked for. Ctrl-C signals the whole process group (the dev
+ * script, and npm, which forwards the signal again), an impatient operator presses it twice, and
+ * wrangler may exit meanwhile: a second call waits for the first instead of exiting midway
+ * through its cleanup, which left .data/dev.vars behind.
+ */
+function stop(code = 0): Promise<never> {
+  stopped ??= (async () => {
     log('stopping…');
+    removeStackFiles();
     for (const fn of cleanups.reverse()) await Promise.resolve(fn()).catch((e) => console.error(e));
-  }
-  process.exit(code);
+    process.exit(code);
+  })();
+  return stopped;
 }
-process.on('SIGINT', () => void stop(0));
-process.on('SIGTERM', () => void stop(0));
-process.on('SIGHUP', () => void stop(0));
+// The signals, and the parent (npm) going away without forwarding one (lib/lifecycle.ts).
+watchForStop({ onStop: () => void stop(0) });
+process.on('uncaughtException', (error) => {
+  console.error(error);
+  void stop(1);
+});
+process.on('unhandledRejection', (error) => {
+  console.error(error);
+  void stop(1);
+});
+// Whatever ends the process from here on, those files do not outlive it (SIGKILL aside).
+process.on('exit', removeStackFiles);
 
 /**
  * Writes a file only its owner can read, whatever was there before: `mode` applies only when a
@@ -133,8 +155,8 @@ try {
   // Secrets go to wrangler in a file only we can read, never on its command line (`--var` put every
   // one in `ps` for any user of the machine to see).
   const devVars = resolve(DATA, 'dev.vars');
+  stackFiles.push(devVars);
   writePrivate(devVars, devVarsFile(vars));
-  cleanups.push(() => rmSync(devVars, { force: true }));
   // wrangler writes a debug log of everything it and the Worker print — step log lines included,
   // with whatever text a failing step produced — to ~/.config/.wrangler/logs, world-readable, and
   // keeps it. None unless WRANGLER_WRITE_LOGS asks for one, and then in .data, readable by us only.
@@ -171,7 +193,7 @@ try {
   );
   cleanups.push(() => killGroup(wrangler));
   wrangler.on('exit', (code) => {
-    if (!stopping) {
+    if (!stopped) {
       log(`wrangler dev exited (${code})`);
       void stop(1);
     }
@@ -191,8 +213,8 @@ try {
   cleanups.push(() => clearTimeout(timer.current));
 
   // it holds the admin token and the database URL: readable by us only
+  stackFiles.push(DEV_STACK_FILE);
   writePrivate(DEV_STACK_FILE, JSON.stringify({ databaseUrl, workerUrl, sandboxUrl: sandbox.url, token, pid: process.pid }, null, 2));
-  cleanups.push(() => rmSync(DEV_STACK_FILE, { force: true }));
 
   console.log(`
   starbase-worker is running
@@ -325,7 +347,8 @@ async function waitForHealth(url: string): Promise<void> {
 
 function killGroup(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
-    if (child.exitCode !== null || child.pid === undefined) return resolve();
+    // a child killed by a signal has no exit code, only its signal
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resolve();
     child.once('exit', () => resolve());
     try {
       process.kill(-child.pid, 'SIGTERM');
