@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Cron } from 'croner';
 import postgres from 'postgres';
@@ -14,7 +14,7 @@ import { allProviders } from '../sandbox/providers.ts';
 import { SANDBOX_SPACES_KEYS, SANDBOX_SPACES_PATH, SANDBOX_SPACES_REGION } from '../sandbox/spaces-keys.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { freePort, startEmbeddedPostgres } from './embedded-postgres.ts';
-import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT } from './lib/cli.ts';
+import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT, readDevStack } from './lib/cli.ts';
 import { watchForStop } from './lib/lifecycle.ts';
 import { withDatabase, withPassword } from './lib/database-url.ts';
 
@@ -65,6 +65,38 @@ process.on('unhandledRejection', (error) => {
 });
 // Whatever ends the process from here on, those files do not outlive it (SIGKILL aside).
 process.on('exit', removeStackFiles);
+refuseSecondStack();
+
+/**
+ * A stack already running on this data folder would share its database, its wrangler storage and
+ * its secret files (and stopping either removed the other's): say where it runs instead. The lock
+ * is taken before anything starts, so a start while the other is still booting is refused too.
+ */
+function refuseSecondStack(): void {
+  const lock = resolve(DATA, 'dev.lock');
+  for (;;) {
+    try {
+      writeFileSync(lock, JSON.stringify({ pid: process.pid, port }), { flag: 'wx', mode: 0o600 });
+      // released last, once Postgres and wrangler are down, so that a new start waits for them
+      process.on('exit', () => rmSync(lock, { force: true }));
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    let other: { pid: number; port: number } | undefined;
+    try {
+      other = JSON.parse(readFileSync(lock, 'utf8')) as { pid: number; port: number };
+      process.kill(other.pid, 0);
+    } catch {
+      rmSync(lock, { force: true }); // left by a stack that was killed: take it over
+      continue;
+    }
+    const url = readDevStack()?.workerUrl ?? `http://127.0.0.1:${other.port} (still starting)`;
+    console.error(`error: a stack is already running on ${DATA}: pid ${other.pid}, API ${url}.`);
+    console.error('Stop it with Ctrl-C where it runs, or start another with its own STARBASE_DATA_DIR and PORT.');
+    process.exit(1);
+  }
+}
 
 /**
  * Writes a file only its owner can read, whatever was there before: `mode` applies only when a

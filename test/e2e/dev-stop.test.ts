@@ -82,6 +82,22 @@ async function npmStart(): Promise<Started> {
   return { npm, dataDir, devPid, output: () => out };
 }
 
+/** A second `npm start` on the same data folder: it exits 1 at once. */
+async function npmStartAgain(first: Started): Promise<string> {
+  const { DATABASE_URL: _inherited, ...env } = process.env;
+  const again = spawn('npm', ['start'], {
+    cwd: PROJECT_ROOT,
+    env: { ...env, WRANGLER_SEND_METRICS: 'false', PORT: String(await freePort()), STARBASE_DATA_DIR: first.dataDir, DATABASE_URL: db.url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  again.stdout!.on('data', (d) => (out += d));
+  again.stderr!.on('data', (d) => (out += d));
+  const code = await new Promise<number | null>((resolve) => again.on('close', resolve));
+  expect(code, out).toBe(1);
+  return out;
+}
+
 /** Waits until every process of the stack is gone, then checks that its secret files went with it. */
 async function expectStoppedClean(stack: Started): Promise<void> {
   await until('every process of the stack to exit', () => processesOf(stack.dataDir).length === 0);
@@ -91,8 +107,17 @@ async function expectStoppedClean(stack: Started): Promise<void> {
 }
 
 describe('npm start removes its vars file however it stops', () => {
-  it('one Ctrl-C (SIGINT to the process group)', async () => {
+  it('one Ctrl-C (SIGINT to the process group); a second npm start meanwhile says where the first runs', async () => {
     const stack = await npmStart();
+    const refusal = await npmStartAgain(stack);
+    expect(refusal).toContain('a stack is already running');
+    expect(refusal).toContain(`pid ${stack.devPid}`);
+    expect(refusal).toContain(stack.dataDir);
+    expect(refusal).toMatch(/API http:\/\/127\.0\.0\.1:\d+/);
+    expect(refusal).not.toContain('undefined');
+    // the refusal touched nothing of the running stack
+    expect(existsSync(join(stack.dataDir, 'dev.vars'))).toBe(true);
+    expect(existsSync(join(stack.dataDir, 'dev-stack.json'))).toBe(true);
     process.kill(-stack.npm.pid!, 'SIGINT');
     await expectStoppedClean(stack);
   }, 180_000);
