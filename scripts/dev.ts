@@ -14,7 +14,7 @@ import { allProviders } from '../sandbox/providers.ts';
 import { SANDBOX_SPACES_KEYS, SANDBOX_SPACES_PATH, SANDBOX_SPACES_REGION } from '../sandbox/spaces-keys.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { freePort, startEmbeddedPostgres } from './embedded-postgres.ts';
-import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT, readDevStack } from './lib/cli.ts';
+import { DATA_DIR, databaseConnectionError, DEV_STACK_FILE, parseCli, PROJECT_ROOT, readDevStack } from './lib/cli.ts';
 import { watchForStop } from './lib/lifecycle.ts';
 import { withDatabase, withPassword } from './lib/database-url.ts';
 
@@ -24,6 +24,19 @@ import { withDatabase, withPassword } from './lib/database-url.ts';
  * dev` (miniflare) with Hyperdrive pointed at the database, and a driver firing the wrangler.toml
  * crons on their schedule. Ctrl-C stops all of it.
  */
+parseCli({
+  command: 'npm start',
+  usage: `usage: npm start
+Runs the whole worker locally until Ctrl-C: an embedded Postgres (data in .data/pg; DATABASE_URL
+to use your own), migrations, the sandbox providers, \`wrangler dev\` and the wrangler.toml crons.
+
+  PORT=8787           the Worker's port
+  SANDBOX_PORT        the sandbox's port (default: one the system picks)
+  INSPECTOR_PORT      wrangler's devtools inspector (default: one the system picks)
+  STARBASE_DATA_DIR   where its state and dev secrets live (default .data); one stack per folder
+  LOG_ARCHIVE=spaces  archive build logs to the sandbox's Spaces instead of R2
+  -h, --help          this help`,
+});
 const DATA = DATA_DIR;
 mkdirSync(DATA, { recursive: true });
 // As root, Postgres runs as the `postgres` user, which must be able to pass through to DATA/pg.
@@ -266,7 +279,9 @@ try {
   Ctrl-C stops everything.
 `);
 } catch (error) {
-  console.error(error);
+  // a database that cannot be reached is one line; anything else is a bug to read in full
+  const unreachable = process.env.DATABASE_URL ? databaseConnectionError(error, process.env.DATABASE_URL) : null;
+  console.error(unreachable ? `error: ${unreachable}` : error);
   await stop(1);
 }
 
