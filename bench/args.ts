@@ -73,7 +73,7 @@ export interface E2eArgs {
   seconds: number;
 }
 
-const USAGE = `npm run bench -- [options]
+const USAGE = `usage: npm run bench -- [options]
   --jobs N            burn-down jobs (default 50000)
   --runs N            runs per cell; the median is reported (default 3)
   --connections N     database connections per system (default 4)

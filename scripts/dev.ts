@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Cron } from 'croner';
 import postgres from 'postgres';
@@ -14,7 +14,8 @@ import { allProviders } from '../sandbox/providers.ts';
 import { SANDBOX_SPACES_KEYS, SANDBOX_SPACES_PATH, SANDBOX_SPACES_REGION } from '../sandbox/spaces-keys.ts';
 import { startSandbox } from '../sandbox/server.ts';
 import { freePort, startEmbeddedPostgres } from './embedded-postgres.ts';
-import { DATA_DIR, DEV_STACK_FILE, PROJECT_ROOT } from './lib/cli.ts';
+import { DATA_DIR, databaseConnectionError, DEV_STACK_FILE, parseCli, PROJECT_ROOT, readDevStack } from './lib/cli.ts';
+import { watchForStop } from './lib/lifecycle.ts';
 import { withDatabase, withPassword } from './lib/database-url.ts';
 
 /**
@@ -23,6 +24,19 @@ import { withDatabase, withPassword } from './lib/database-url.ts';
  * dev` (miniflare) with Hyperdrive pointed at the database, and a driver firing the wrangler.toml
  * crons on their schedule. Ctrl-C stops all of it.
  */
+parseCli({
+  command: 'npm start',
+  usage: `usage: npm start
+Runs the whole worker locally until Ctrl-C: an embedded Postgres (data in .data/pg; DATABASE_URL
+to use your own), migrations, the sandbox providers, \`wrangler dev\` and the wrangler.toml crons.
+
+  PORT=8787           the Worker's port
+  SANDBOX_PORT        the sandbox's port (default: one the system picks)
+  INSPECTOR_PORT      wrangler's devtools inspector (default: one the system picks)
+  STARBASE_DATA_DIR   where its state and dev secrets live (default .data); one stack per folder
+  LOG_ARCHIVE=spaces  archive build logs to the sandbox's Spaces instead of R2
+  -h, --help          this help`,
+});
 const DATA = DATA_DIR;
 mkdirSync(DATA, { recursive: true });
 // As root, Postgres runs as the `postgres` user, which must be able to pass through to DATA/pg.
@@ -30,19 +44,72 @@ if (process.getuid?.() === 0) chmodSync(DATA, 0o711);
 const port = Number(process.env.PORT ?? 8787);
 const log = (msg: string) => console.log(`[dev] ${msg}`);
 const cleanups: Array<() => Promise<void> | void> = [];
-let stopping = false;
+/** Files holding the running stack's secrets (the vars file, the stack file): removed first at any stop. */
+const stackFiles: string[] = [];
+const removeStackFiles = () => {
+  for (const file of stackFiles.splice(0)) rmSync(file, { force: true });
+};
+let stopped: Promise<never> | undefined;
 
-async function stop(code = 0): Promise<never> {
-  if (!stopping) {
-    stopping = true;
+/**
+ * One stop, however many ways it is asked for. Ctrl-C signals the whole process group (the dev
+ * script, and npm, which forwards the signal again), an impatient operator presses it twice, and
+ * wrangler may exit meanwhile: a second call waits for the first instead of exiting midway
+ * through its cleanup, which left .data/dev.vars behind.
+ */
+function stop(code = 0): Promise<never> {
+  stopped ??= (async () => {
     log('stopping…');
+    removeStackFiles();
     for (const fn of cleanups.reverse()) await Promise.resolve(fn()).catch((e) => console.error(e));
-  }
-  process.exit(code);
+    process.exit(code);
+  })();
+  return stopped;
 }
-process.on('SIGINT', () => void stop(0));
-process.on('SIGTERM', () => void stop(0));
-process.on('SIGHUP', () => void stop(0));
+// The signals, and the parent (npm) going away without forwarding one (lib/lifecycle.ts).
+watchForStop({ onStop: () => void stop(0) });
+process.on('uncaughtException', (error) => {
+  console.error(error);
+  void stop(1);
+});
+process.on('unhandledRejection', (error) => {
+  console.error(error);
+  void stop(1);
+});
+// Whatever ends the process from here on, those files do not outlive it (SIGKILL aside).
+process.on('exit', removeStackFiles);
+refuseSecondStack();
+
+/**
+ * A stack already running on this data folder would share its database, its wrangler storage and
+ * its secret files (and stopping either removed the other's): say where it runs instead. The lock
+ * is taken before anything starts, so a start while the other is still booting is refused too.
+ */
+function refuseSecondStack(): void {
+  const lock = resolve(DATA, 'dev.lock');
+  for (;;) {
+    try {
+      writeFileSync(lock, JSON.stringify({ pid: process.pid, port }), { flag: 'wx', mode: 0o600 });
+      // released last, once Postgres and wrangler are down, so that a new start waits for them
+      process.on('exit', () => rmSync(lock, { force: true }));
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    let other: { pid: number; port: number } | undefined;
+    try {
+      other = JSON.parse(readFileSync(lock, 'utf8')) as { pid: number; port: number };
+      process.kill(other.pid, 0);
+    } catch {
+      rmSync(lock, { force: true }); // left by a stack that was killed: take it over
+      continue;
+    }
+    const url = readDevStack()?.workerUrl ?? `http://127.0.0.1:${other.port} (still starting)`;
+    console.error(`error: a stack is already running on ${DATA}: pid ${other.pid}, API ${url}.`);
+    console.error('Stop it with Ctrl-C where it runs, or start another with its own STARBASE_DATA_DIR and PORT.');
+    process.exit(1);
+  }
+}
 
 /**
  * Writes a file only its owner can read, whatever was there before: `mode` applies only when a
@@ -133,8 +200,8 @@ try {
   // Secrets go to wrangler in a file only we can read, never on its command line (`--var` put every
   // one in `ps` for any user of the machine to see).
   const devVars = resolve(DATA, 'dev.vars');
+  stackFiles.push(devVars);
   writePrivate(devVars, devVarsFile(vars));
-  cleanups.push(() => rmSync(devVars, { force: true }));
   // wrangler writes a debug log of everything it and the Worker print — step log lines included,
   // with whatever text a failing step produced — to ~/.config/.wrangler/logs, world-readable, and
   // keeps it. None unless WRANGLER_WRITE_LOGS asks for one, and then in .data, readable by us only.
@@ -171,7 +238,7 @@ try {
   );
   cleanups.push(() => killGroup(wrangler));
   wrangler.on('exit', (code) => {
-    if (!stopping) {
+    if (!stopped) {
       log(`wrangler dev exited (${code})`);
       void stop(1);
     }
@@ -191,8 +258,8 @@ try {
   cleanups.push(() => clearTimeout(timer.current));
 
   // it holds the admin token and the database URL: readable by us only
+  stackFiles.push(DEV_STACK_FILE);
   writePrivate(DEV_STACK_FILE, JSON.stringify({ databaseUrl, workerUrl, sandboxUrl: sandbox.url, token, pid: process.pid }, null, 2));
-  cleanups.push(() => rmSync(DEV_STACK_FILE, { force: true }));
 
   console.log(`
   starbase-worker is running
@@ -212,7 +279,9 @@ try {
   Ctrl-C stops everything.
 `);
 } catch (error) {
-  console.error(error);
+  // a database that cannot be reached is one line; anything else is a bug to read in full
+  const unreachable = process.env.DATABASE_URL ? databaseConnectionError(error, process.env.DATABASE_URL) : null;
+  console.error(unreachable ? `error: ${unreachable}` : error);
   await stop(1);
 }
 
@@ -325,7 +394,8 @@ async function waitForHealth(url: string): Promise<void> {
 
 function killGroup(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
-    if (child.exitCode !== null || child.pid === undefined) return resolve();
+    // a child killed by a signal has no exit code, only its signal
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return resolve();
     child.once('exit', () => resolve());
     try {
       process.kill(-child.pid, 'SIGTERM');

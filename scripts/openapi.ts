@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
+import { parseCli } from './lib/cli.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DOCUMENT = 'docs/openapi.json';
@@ -35,8 +36,18 @@ function read(path: string): string | null {
   }
 }
 
+const { values } = parseCli({
+  command: 'npm run openapi',
+  usage: `usage: npm run openapi [-- --check]
+Writes ${DOCUMENT} (what GET /openapi.json serves) and the client types generated from it,
+${CLIENT_TYPES}.
+
+  --check     write nothing; exit 1 when either committed file is stale
+  -h, --help  this help`,
+  options: { check: { type: 'boolean' } },
+});
 const files = await render();
-if (process.argv.includes('--check')) {
+if (values.check) {
   const stale = Object.entries(files).filter(([path, text]) => read(path) !== text).map(([path]) => path);
   if (stale.length) {
     console.error(`stale: ${stale.join(', ')} (run npm run openapi)`);

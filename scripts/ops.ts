@@ -7,7 +7,7 @@ import {
   type Json, type JsonObject, NotFoundError, queueDepth, readLeaderLease, releaseJobLease, releaseLeaderLease, replayJob, requeueJob,
   rescueExpiredLeases, runningJobs, sendEvent, signalJob, ValidationError,
 } from '../queue/index.ts';
-import { formatAge, printTable, resolveDatabaseUrl } from './lib/cli.ts';
+import { formatAge, helpHint, printTable, resolveDatabaseUrl, wrap } from './lib/cli.ts';
 import { FLOW_COMMANDS, printFlowControl } from './lib/ops-flow.ts';
 
 // `npm run ops -- <command>`: the operator's quick checks and manual operations over
@@ -45,10 +45,12 @@ interface Command {
   run(sql: Sql, id: string, options: Options): Promise<void>;
 }
 
+// Each view reads before it prints its title: a database that cannot be reached is one line.
 const views = {
   async depth(sql: Sql) {
+    const depth = await queueDepth(sql);
     console.log('queue depth');
-    printTable((await queueDepth(sql)).map((d) => ({ status: d.status, type: d.type, jobs: d.count })));
+    printTable(depth.map((d) => ({ status: d.status, type: d.type, jobs: d.count })));
   },
   async lease(sql: Sql) {
     const lease = await readLeaderLease(sql);
@@ -57,12 +59,14 @@ const views = {
       expired: lease.expiresAt ? lease.expiresAt.getTime() < Date.now() : null }]);
   },
   async running(sql: Sql) {
+    const running = await runningJobs(sql);
     console.log('running');
-    printTable((await runningJobs(sql)).map((r) => ({ id: r.id, type: r.type, step: r.step, owner: r.owner, age: formatAge(r.runningForMs), lease_until: r.lockedUntil })));
+    printTable(running.map((r) => ({ id: r.id, type: r.type, step: r.step, owner: r.owner, age: formatAge(r.runningForMs), lease_until: r.lockedUntil })));
   },
   async stuck(sql: Sql, olderThanMs: number) {
+    const stuck = await runningJobs(sql, { olderThanMs });
     console.log(`stuck (running > ${formatAge(olderThanMs)})`);
-    printTable((await runningJobs(sql, { olderThanMs })).map((r) => ({ id: r.id, type: r.type, step: r.step, owner: r.owner, age: formatAge(r.runningForMs) })));
+    printTable(stuck.map((r) => ({ id: r.id, type: r.type, step: r.step, owner: r.owner, age: formatAge(r.runningForMs) })));
   },
 };
 
@@ -221,16 +225,20 @@ export const COMMANDS: Record<string, Command> = {
   ...FLOW_COMMANDS,
 };
 
+/** The help: each command's usage, and below it what it does, within HELP_WIDTH columns. */
 export function usage(): string {
-  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.length));
   return [
-    'usage: npm run ops -- <command> [args]   (over DATABASE_URL, or the running `npm start` stack)',
+    'usage: npm run ops -- <command> [args]',
+    ...wrap('Over DATABASE_URL, or the running `npm start` stack\'s database. Exit 0: done; 1: refused by the job\'s state; 2: a usage error.', ''),
     '',
-    ...Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.help}`),
+    'commands:',
+    ...Object.values(COMMANDS).flatMap((c) => [...wrap(c.usage, '      ', { first: '  ' }), ...wrap(c.help, '      ')]),
     '',
-    'fail, cancel and bulk-cancel refuse a database that is not local unless given --force.',
+    ...wrap('fail, cancel and bulk-cancel refuse a database that is not local unless given --force.', ''),
   ].join('\n');
 }
+
+const OPS = 'npm run ops';
 
 /** 127.0.0.1, localhost, ::1 or a unix socket: a database on this machine. */
 export function isLocalDatabase(url: string): boolean {
@@ -255,6 +263,7 @@ function hostOf(url: string): string {
 }
 
 class UsageError extends Error {}
+class UnknownCommand extends UsageError {}
 
 /** Runs one command; returns the exit code (0 done, 1 the operation was refused, 2 a usage error). */
 export async function main(argv: string[]): Promise<number> {
@@ -262,7 +271,10 @@ export async function main(argv: string[]): Promise<number> {
   try {
     parsed = parse(argv);
   } catch (error) {
-    console.error(`error: ${(error as Error).message}\n\n${usage()}`);
+    // the error and where the help is, not the whole help: that pushed the error off the screen
+    console.error(`error: ${(error as Error).message}`);
+    if (error instanceof UnknownCommand) console.error(wrap(Object.keys(COMMANDS).join(', '), '  ', { first: 'the commands: ' }).join('\n'));
+    console.error(helpHint(OPS));
     return 2;
   }
   const { command, id, options } = parsed;
@@ -318,7 +330,7 @@ function parse(argv: string[]): { command: string; id: string; options: Options 
   if (values.help || command === 'help') return { command: 'help', id: '', options: { force: false, olderThanMs: STUCK_MS, args: [], filter: {}, dryRun: false } };
   if (!command) throw new UsageError('no command given');
   const spec = COMMANDS[command];
-  if (!spec) throw new UsageError(`unknown command "${command}"`);
+  if (!spec) throw new UnknownCommand(`unknown command "${command}"`);
   const id = spec.needsId || spec.needsName ? rest.shift() : undefined;
   const args = rest.splice(0, spec.args?.length ?? 0);
   const extra = rest;

@@ -1,10 +1,20 @@
-import { parseArgs } from 'node:util';
 import { connect } from '../queue/db.ts';
 import { enqueueBatch, type EnqueueInput, type JsonObject } from '../queue/index.ts';
-import { fail, resolveDatabaseUrl } from './lib/cli.ts';
+import { databaseConnectionError, fail, parseCli, resolveDatabaseUrl } from './lib/cli.ts';
 
-// `npm run produce -- --type uppercase --count N [--payload JSON] [--priority P]`
-const { values } = parseArgs({
+const USAGE = `usage: npm run produce -- [--type T] [--count N] [--payload JSON] [--priority P]
+Enqueues N jobs of type T (a sample payload for the sample types unless --payload) over
+DATABASE_URL, or the running \`npm start\` stack's database.
+
+  --type T        the job type (default uppercase)
+  --count N       how many, 1 to 1000000 (default 1), in batches of 1000
+  --payload JSON  every job's payload
+  --priority P    lower runs first: 10 urgent, 50 normal (the default), 100 low
+  -h, --help      this help`;
+
+const { values } = parseCli({
+  command: 'npm run produce',
+  usage: USAGE,
   options: {
     type: { type: 'string', default: 'uppercase' },
     count: { type: 'string', default: '1' },
@@ -26,7 +36,8 @@ const samplePayload = (i: number): JsonObject =>
   payload ?? ({ uppercase: { text: `job ${i}` }, countdown: { n: 3 }, fail: {} } as Record<string, JsonObject>)[values.type] ?? {};
 const priority = values.priority === undefined ? undefined : Number(values.priority);
 
-const sql = connect(resolveDatabaseUrl(), { max: 1 });
+const url = resolveDatabaseUrl();
+const sql = connect(url, { max: 1 });
 try {
   let made = 0;
   for (let start = 0; start < count; start += 1000) {
@@ -39,6 +50,7 @@ try {
   }
   console.log(`enqueued ${made} ${values.type} job(s)`);
 } catch (error) {
+  if (databaseConnectionError(error, url)) throw error; // one line, exit 1 (exitOnDatabaseError)
   fail((error as Error).message);
 } finally {
   await sql.end();

@@ -7,13 +7,22 @@ import { connect } from '../queue/db.ts';
 import { migrate } from '../queue/migrate.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { withDatabase } from './lib/database-url.ts';
-import { PROJECT_ROOT } from './lib/cli.ts';
+import { exitOnDatabaseError, parseCli, PROJECT_ROOT } from './lib/cli.ts';
 import { dumpSchema } from './lib/schema-dump.ts';
 
 export const SCHEMA_FILE = join(PROJECT_ROOT, 'migrations', 'schema.sql');
 
 // `npm run schema`: migrate a new, empty database (on DATABASE_URL's server, else a throwaway
 // embedded one), write its dump to migrations/schema.sql, drop the database.
+parseCli({
+  command: 'npm run schema',
+  usage: `usage: npm run schema
+Migrates a new, empty database (on DATABASE_URL's server, Postgres 16 or later; else a throwaway
+embedded one), writes its dump to migrations/schema.sql, and drops the database.
+
+  -h, --help  this help`,
+});
+if (process.env.DATABASE_URL) exitOnDatabaseError(process.env.DATABASE_URL);
 const dataDir = process.env.DATABASE_URL ? undefined : mkdtempSync(join(tmpdir(), 'starbase-schema-pg-'));
 const pg = dataDir ? await startEmbeddedPostgres({ dataDir, persistent: false }) : undefined;
 const serverUrl = pg?.url ?? process.env.DATABASE_URL!;

@@ -1,7 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { connect, type Sql } from '../queue/db.ts';
 import { allEvents, allJobs, doubledWrites, openJobCounts } from '../queue/driver/tables.ts';
 import { jobsBySubmitKeys } from '../queue/jobs-query.ts';
@@ -11,7 +10,7 @@ import { percentile } from '../bench/stats.ts';
 import { checkHistory } from './lib/history.ts';
 import { formatFailure, formatTrail, runModelHistories } from './lib/model/run.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
-import { fail } from './lib/cli.ts';
+import { exitOnDatabaseError, fail, parseCli } from './lib/cli.ts';
 import { withDatabase } from './lib/database-url.ts';
 import { launchDevStack, type LaunchedDevStack } from './lib/dev-stack.ts';
 
@@ -29,7 +28,24 @@ import { launchDevStack, type LaunchedDevStack } from './lib/dev-stack.ts';
 // each checked against the reference model; prints how often the histories reached each case of
 // signals, children and the rate key, and every violated invariant with its seed and history;
 // exits 1 if there is one.
-const { values } = parseArgs({
+const USAGE = `usage: npm run soak -- [--minutes N] [--rate R] [--concurrency C] [--seed S] [--drain-seconds N]
+       npm run soak -- --model [--seconds N] [--seed S]
+Boots the \`npm start\` stack on a fresh embedded Postgres and drives a steady load over HTTP for
+N minutes, then drains the queue and checks the database; exits 1 if anything is off.
+--model instead runs the model-based concurrency test of the engine for N seconds (on
+DATABASE_URL's server, else an embedded Postgres).
+
+  --minutes N        how long the load runs (default 1)
+  --rate R           operations per second (default 10)
+  --concurrency C    operations at once, 1 to 256 (default 16)
+  --seed S           the random seed (default: a new one, printed)
+  --drain-seconds N  how long the queue may take to drain (default 120)
+  --model            the model-based test instead
+  --seconds N        its duration (default 300)
+  -h, --help         this help`;
+const { values } = parseCli({
+  command: 'npm run soak',
+  usage: USAGE,
   options: {
     minutes: { type: 'string', default: '1' },
     rate: { type: 'string', default: '10' },
@@ -50,6 +66,7 @@ async function modelSoak(): Promise<number> {
   if (!Number.isInteger(seed) || seed < 0) fail('--seed must be a non-negative integer');
   const say = (msg: string) => console.log(`[soak --model] ${msg}`);
   let adminUrl = process.env.DATABASE_URL;
+  if (adminUrl) exitOnDatabaseError(adminUrl);
   let stopPostgres = async () => {};
   if (!adminUrl) {
     const dir = mkdtempSync(join(tmpdir(), 'starbase-soak-model-'));

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { connect } from '../queue/db.ts';
 import { JobRegistry, LogAlerts, runSteps, sampleJobTypes, type JobType } from '../queue/index.ts';
-import { fail, resolveDatabaseUrl } from './lib/cli.ts';
+import { fail, resolveDatabaseUrl, usageError } from './lib/cli.ts';
 import { connectionLimitError } from './lib/connection-limit.ts';
 import { stdoutLines } from './lib/line-writer.ts';
 import { watchForStop } from './lib/lifecycle.ts';
@@ -17,7 +17,7 @@ import { loopConcurrencies, parseWorkerOptions, WORKER_USAGE, WorkerUsageError, 
 // process in between), so npm's forwarded SIGTERM reaches this process and npm exits with its
 // status. --drain exits when nothing is due. --types loads a module whose default export is an
 // array of extra job types (self-hosted handlers).
-if (process.argv.includes('--help')) {
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
   console.log(WORKER_USAGE);
   process.exit(0);
 }
@@ -26,7 +26,7 @@ try {
   options = parseWorkerOptions(process.argv.slice(2));
 } catch (error) {
   if (!(error instanceof WorkerUsageError)) throw error;
-  fail(error.message);
+  usageError('npm run worker', error.message);
 }
 const { concurrency, connections, loops } = options;
 

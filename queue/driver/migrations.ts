@@ -16,6 +16,14 @@ export async function lockAndPrepare(tx: Queryable): Promise<void> {
              name text primary key, sha256 text not null, applied_at timestamptz not null default now())`;
 }
 
+/** Which bookkeeping tables exist: none on a database never migrated. */
+export async function bookkeepingTables(tx: Queryable): Promise<{ migrations: boolean; functions: boolean }> {
+  const [row] = await tx`select to_regclass('worker.schema_migrations') is not null as migrations,
+                                to_regclass('worker.schema_functions') is not null as functions`;
+  const r = record(row, 'bookkeeping row');
+  return { migrations: r.migrations === true, functions: r.functions === true };
+}
+
 export async function appliedMigrations(tx: Queryable): Promise<Set<string>> {
   const rows = await tx`select name from worker.schema_migrations`;
   return new Set(rows.map((r) => text(record(r, 'schema_migrations row').name, 'name')));

@@ -35,7 +35,7 @@ export const MAX_CONCURRENCY = 1000;
 /** A bound against typos; the server's own limit is checked at start (connection-limit.ts). */
 export const MAX_CONNECTIONS = 1000;
 
-export const WORKER_USAGE = `npm run worker -- [options]
+export const WORKER_USAGE = `usage: npm run worker -- [options]
   --drain             exit when nothing is due (default: run until SIGTERM/SIGINT/SIGHUP)
   --pool P            claim only jobs of pool P
   --concurrency N     steps in flight at once, 1 to ${MAX_CONCURRENCY} (default ${WORKER_DEFAULTS.concurrency})
@@ -44,7 +44,8 @@ export const WORKER_USAGE = `npm run worker -- [options]
                       (default: one per ${STEPS_PER_LOOP} steps, at most --connections)
   --grace-ms MS       on a stop, how long in-flight steps may finish (default ${WORKER_DEFAULTS.graceMs})
   --poll-ms MS        longest wait between claims while nothing is due (default ${WORKER_DEFAULTS.pollMs})
-  --types FILE        a module whose default export is an array of extra job types`;
+  --types FILE        a module whose default export is an array of extra job types
+  -h, --help          this help`;
 
 export class WorkerUsageError extends Error {}
 
@@ -65,7 +66,7 @@ export function parseWorkerOptions(argv: string[]): WorkerOptions {
       },
     }));
   } catch (error) {
-    throw new WorkerUsageError(`${(error as Error).message}\n\n${WORKER_USAGE}`);
+    throw new WorkerUsageError((error as Error).message);
   }
   const int = (name: string, min: number, max: number, fallback: number): number => {
     const raw = values[name];
