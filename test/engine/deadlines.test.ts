@@ -185,11 +185,13 @@ describe('the deadline_missed alert', () => {
     });
     const pass = alertMissedDeadlines(other, { now: at(HOUR) }); // saw no alert; its insert waits on the first one's
     // until the pass waits on that lock (no sleep: its wait is what this test is about)
-    for (let i = 0; ; i++) {
+    // (bounded by time, not by a count of looks: a loaded machine may take longer to connect
+    // the pass's client than 500 quick looks last)
+    for (const until = Date.now() + 20_000; ; ) {
       const [w] = await db.sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
       if (w!.n > 0) break;
-      if (i > 500) throw new Error('the pass never waited on the first alert');
-      await new Promise((r) => setImmediate(r));
+      if (Date.now() > until) throw new Error('the pass never waited on the first alert');
+      await new Promise((r) => setTimeout(r, 5));
     }
     release();
     await first;
