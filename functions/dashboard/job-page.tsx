@@ -122,7 +122,7 @@ const Events: FC<{ events: JobEvent[]; scrub: (text: string) => string }> = ({ e
     <h2>Events</h2>
     <ol class="timeline" id="events">
       {events.map((e) => {
-        const shownEvent = eventJson(e); // secrets redacted, lease token withheld
+        const shownEvent = eventJson(e, scrub); // secrets redacted and scrubbed, lease token withheld
         return (
           <li data-kind={e.kind}>
             <span class="mono">{time(e.at)}</span>
@@ -137,7 +137,7 @@ const Events: FC<{ events: JobEvent[]; scrub: (text: string) => string }> = ({ e
 
 export const JobPage: FC<JobPageData> = ({ now, csrf, lease, job, events, workflow, scrub, buildLog, done, error }) => {
   const notice = noticeFor(done, job);
-  const shown = jobJson(job); // payload, checkpoint and result with secrets redacted
+  const shown = jobJson(job, scrub); // the API's view: secrets redacted, what the system produced scrubbed
   const terminal = TERMINAL_STATUSES.includes(job.status);
   // A running build's log is live over its socket; its script reloads the page when that fails.
   const liveLog = buildLog !== undefined && !terminal;

@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { JOB_STATUSES, type JobFamily } from '../../queue/index.ts';
-import { redactSecrets } from '../lib/redact.ts';
+import { producedJson, type Scrub } from './serialize.ts';
 
 /** How many children a job's answer lists (a billing run has one per account); `total` counts them all. */
 export const LISTED_CHILDREN = 1000;
@@ -31,8 +31,8 @@ export const childrenSchema = z
   .nullable()
   .openapi('JobChildren', { description: "the job's latest spawn (queue/children.ts): its join and its children's outcomes, the first 1000 in the order given; null if it never spawned" });
 
-/** A job's family as the API shows it: its parent's id, and its latest wait with the children's outcomes (results redacted). */
-export function familyJson(family: JobFamily): { parentId: string | null; children: z.infer<typeof childrenSchema> } {
+/** A job's family as the API shows it: its parent's id, and its latest wait with the children's outcomes (results and errors as producedJson shows them). */
+export function familyJson(family: JobFamily, scrub: Scrub): { parentId: string | null; children: z.infer<typeof childrenSchema> } {
   const w = family.children;
   return {
     parentId: family.parentId,
@@ -40,7 +40,7 @@ export function familyJson(family: JobFamily): { parentId: string | null; childr
       waitNo: w.waitNo, join: w.join, need: w.need, total: w.total, ended: w.ended, created: w.created, nextStep: w.nextStep,
       createdAt: w.createdAt.toISOString(), joinedAt: w.joinedAt?.toISOString() ?? null,
       children: w.children.map((c) => ({
-        id: c.id, type: c.type, status: c.status, result: redactSecrets(c.result), lastError: c.lastError, submitKey: c.submitKey,
+        id: c.id, type: c.type, status: c.status, result: producedJson(c.result, scrub), lastError: producedJson(c.lastError, scrub), submitKey: c.submitKey,
         finishedAt: c.finishedAt?.toISOString() ?? null,
       })),
     },

@@ -47,7 +47,7 @@ mount(builds, createRoute({
         delayMs: PUSH_DEBOUNCE_MS,
       });
     });
-    return c.json({ job: jobJson(job), superseded }, 201);
+    return c.json({ job: jobJson(job, inv.scrub), superseded }, 201);
 });
 
 /**

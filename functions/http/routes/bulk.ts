@@ -5,7 +5,7 @@ import { limitBody, readJson } from '../body.ts';
 import { invocationOf } from '../context.ts';
 import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
 import { jobSchema } from '../schemas.ts';
-import { jobJson } from '../serialize.ts';
+import { jobJson, producedJson } from '../serialize.ts';
 
 /**
  * Operations in bulk (admin scope): retry or cancel by filter, with a dry-run count first; the
@@ -106,7 +106,7 @@ mount(bulk, createRoute({
   const query = deadLetterQuery.parse(c.req.query());
   const inv = await invocationOf(c);
   const groups = await deadLetters(inv.sql, query);
-  return c.json({ groups: groups.map((g) => ({ ...g, firstSeen: g.firstSeen.toISOString(), lastSeen: g.lastSeen.toISOString() })) });
+  return c.json({ groups: groups.map((g) => ({ ...g, error: producedJson(g.error, inv.scrub), sampleError: producedJson(g.sampleError, inv.scrub), firstSeen: g.firstSeen.toISOString(), lastSeen: g.lastSeen.toISOString() })) });
 });
 
 const replayBody = z.strictObject({
@@ -125,5 +125,5 @@ mount(bulk, createRoute({
   const inv = await invocationOf(c);
   const job = await replayJob(inv.sql, c.req.param('id'), { fromStep: body.fromStep, payload: body.payload as JsonObject | undefined });
   c.set('kick', true);
-  return c.json({ job: jobJson(job) }, 201);
+  return c.json({ job: jobJson(job, inv.scrub) }, 201);
 });

@@ -130,7 +130,7 @@ mount(jobs, createRoute({
   await refuseForeignFlowKeys(c, inv.sql, body.jobs, (i, field) => `jobs[${i}].${field}`);
   const results = await enqueueBatch(inv.sql, body.jobs.map(toEnqueueInput));
   c.set('kick', true);
-  return c.json({ jobs: results.map((r) => jobJson(r.job)) }, 201);
+  return c.json({ jobs: results.map((r) => jobJson(r.job, inv.scrub)) }, 201);
 });
 
 mount(jobs, createRoute({
@@ -149,9 +149,9 @@ mount(jobs, createRoute({
   await refuseInternalTypes(c, inv.sql, [body.type], () => 'type');
   await refuseForeignFlowKeys(c, inv.sql, [body], (_i, field) => field);
   const result = await enqueue(inv.sql, toEnqueueInput(body));
-  if (result.duplicate) return c.json({ job: jobJson(result.job), duplicate: true }, 200);
+  if (result.duplicate) return c.json({ job: jobJson(result.job, inv.scrub), duplicate: true }, 200);
   c.set('kick', true);
-  return c.json({ job: jobJson(result.job) }, 201);
+  return c.json({ job: jobJson(result.job, inv.scrub) }, 201);
 });
 
 const listQuery = z.strictObject({
@@ -179,7 +179,7 @@ mount(jobs, createRoute({
   const inv = await invocationOf(c);
   const { inProgress, ...rest } = query;
   const page = await listJobs(inv.sql, { ...rest, ...(inProgress ? { inProgress: inProgress === 'true' } : {}) });
-  return c.json({ jobs: page.jobs.map(jobJson), nextCursor: page.nextCursor });
+  return c.json({ jobs: page.jobs.map((j) => jobJson(j, inv.scrub)), nextCursor: page.nextCursor });
 });
 
 mount(jobs, createRoute({
@@ -201,7 +201,7 @@ mount(jobs, createRoute({
   const found = await getJob(inv.sql, c.req.param('id'));
   if (!found) throw new NotFoundError(`no job ${c.req.param('id')}`);
   const [family, wait] = await Promise.all([jobFamily(inv.sql, found.job.id, { limit: LISTED_CHILDREN }), jobWait(inv.sql, found.job.id)]);
-  return c.json({ job: jobJson(found.job), events: found.events.map(eventJson), ...familyJson(family), wait: wait && waitJson(wait) });
+  return c.json({ job: jobJson(found.job, inv.scrub), events: found.events.map((e) => eventJson(e, inv.scrub)), ...familyJson(family, inv.scrub), wait: wait && waitJson(wait) });
 });
 
 const ACTION_MAX = 16 * 1024;
@@ -229,7 +229,7 @@ mount(jobs, jobAction('cancel', 'Cancel a job (a started one runs its cancel hoo
   const inv = await invocationOf(c);
   const job = await cancelJob(inv.sql, c.req.param('id'), body.reason ?? 'cancelled over the API');
   c.set('kick', job.status !== 'cancelled'); // a started job runs its cancel hook on the next claim
-  return c.json({ job: jobJson(job) });
+  return c.json({ job: jobJson(job, inv.scrub) });
 });
 
 mount(jobs, jobAction('retry', 'Requeue a failed or cancelled job', empty, true), async (c) => {
@@ -237,13 +237,13 @@ mount(jobs, jobAction('retry', 'Requeue a failed or cancelled job', empty, true)
   const inv = await invocationOf(c);
   const job = await requeueJob(inv.sql, c.req.param('id'));
   c.set('kick', true);
-  return c.json({ job: jobJson(job) });
+  return c.json({ job: jobJson(job, inv.scrub) });
 });
 
 mount(jobs, jobAction('fail', 'Fail a job permanently', failBody, false), async (c) => {
   const body = await readJson(c, failBody);
   const inv = await invocationOf(c);
-  return c.json({ job: jobJson(await failJobPermanently(inv.sql, c.req.param('id'), body.reason)) });
+  return c.json({ job: jobJson(await failJobPermanently(inv.sql, c.req.param('id'), body.reason), inv.scrub) });
 });
 
 mount(jobs, jobAction('reschedule', 'Move a queued job\'s run time (runAt or delayMs)', rescheduleBody, false), async (c) => {
@@ -252,13 +252,13 @@ mount(jobs, jobAction('reschedule', 'Move a queued job\'s run time (runAt or del
   const runAt = body.runAt ? new Date(body.runAt) : new Date(Date.now() + body.delayMs!);
   const job = await rescheduleJob(inv.sql, c.req.param('id'), runAt);
   c.set('kick', runAt.getTime() <= Date.now());
-  return c.json({ job: jobJson(job) });
+  return c.json({ job: jobJson(job, inv.scrub) });
 });
 
 mount(jobs, jobAction('priority', 'Set a queued job\'s priority', priorityBody, false), async (c) => {
   const body = await readJson(c, priorityBody);
   const inv = await invocationOf(c);
-  return c.json({ job: jobJson(await setJobPriority(inv.sql, c.req.param('id'), body.priority)) });
+  return c.json({ job: jobJson(await setJobPriority(inv.sql, c.req.param('id'), body.priority), inv.scrub) });
 });
 
 mount(jobs, jobAction('release', 'Release a running job\'s lease (it is claimed again)', empty, true), async (c) => {
@@ -266,5 +266,5 @@ mount(jobs, jobAction('release', 'Release a running job\'s lease (it is claimed 
   const inv = await invocationOf(c);
   const job = await releaseJobLease(inv.sql, c.req.param('id'));
   c.set('kick', true);
-  return c.json({ job: jobJson(job) });
+  return c.json({ job: jobJson(job, inv.scrub) });
 });

@@ -9,7 +9,7 @@ import { invocationOf, type AppEnv } from '../context.ts';
 import { HttpError } from '../errors.ts';
 import { AUTH_ERRORS, bearer, createRouter, errorAnswers, idParam, jsonAnswer, jsonBody, mount } from '../openapi.ts';
 import { jobAnswer, jobSchema } from '../schemas.ts';
-import { jobJson } from '../serialize.ts';
+import { jobJson, type Scrub } from '../serialize.ts';
 import { ownershipToHttp } from '../tenancy.ts';
 
 export const provisioning = createRouter();
@@ -35,9 +35,9 @@ function provisionRoute(path: string, summary: string, body: z.ZodType) {
 }
 
 /** 201 with the new job (drained right after), or 200 with the job an earlier request with this key created. */
-function provisioned(c: Context<AppEnv>, { job, duplicate }: { job: Job; duplicate: boolean }) {
+function provisioned(c: Context<AppEnv>, scrub: Scrub, { job, duplicate }: { job: Job; duplicate: boolean }) {
   if (!duplicate) c.set('kick', true);
-  return c.json({ job: jobJson(job), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
+  return c.json({ job: jobJson(job, scrub), ...(duplicate ? { duplicate } : {}) }, duplicate ? 200 : 201);
 }
 
 const dbBody = z.strictObject(provisionDbRequest.shape);
@@ -56,7 +56,7 @@ mount(provisioning, provisionRoute('/v1/databases', 'Provision a managed Postgre
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
   // 404 for an unknown account or service, 403 for another account's service: nothing written
-  return provisioned(c, await enqueueProvisionDb(inv.sql, body, { submitKey: submitKey && `provision_db:${submitKey}` }).catch(ownershipToHttp));
+  return provisioned(c, inv.scrub, await enqueueProvisionDb(inv.sql, body, { submitKey: submitKey && `provision_db:${submitKey}` }).catch(ownershipToHttp));
 });
 
 mount(provisioning, provisionRoute('/v1/clusters', 'Provision a Talos Kubernetes cluster for an account', clusterBody), async (c) => {
@@ -64,7 +64,7 @@ mount(provisioning, provisionRoute('/v1/clusters', 'Provision a Talos Kubernetes
   const submitKey = idempotencyKey(c.req.header('idempotency-key'));
   const inv = await invocationOf(c);
   // 404 for an unknown account: nothing written
-  return provisioned(c, await enqueueProvisionCluster(inv.sql, body, { submitKey: submitKey && `provision_cluster:${submitKey}` }).catch(ownershipToHttp));
+  return provisioned(c, inv.scrub, await enqueueProvisionCluster(inv.sql, body, { submitKey: submitKey && `provision_cluster:${submitKey}` }).catch(ownershipToHttp));
 });
 
 /** An operator (or automation) ran `talosctl bootstrap`: resume the cluster's job. */
@@ -79,5 +79,5 @@ mount(provisioning, createRoute({
   const inv = await invocationOf(c);
   const job = await resumeBootstrappedCluster(inv.sql, c.req.param('id'));
   c.set('kick', true);
-  return c.json({ job: jobJson(job) });
+  return c.json({ job: jobJson(job, inv.scrub) });
 });

@@ -41,7 +41,7 @@ mount(signals, createRoute({
   const found = await getJob(inv.sql, id);
   if (!found) throw new NotFoundError(`no job ${id}`);
   c.set('kick', answer.delivered.length > 0);
-  return c.json({ job: jobJson(found.job), delivered: answer.delivered.length > 0, keptEventId: answer.keptEventId });
+  return c.json({ job: jobJson(found.job, inv.scrub), delivered: answer.delivered.length > 0, keptEventId: answer.keptEventId });
 });
 
 mount(signals, createRoute({
