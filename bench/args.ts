@@ -120,46 +120,56 @@ const USAGE = `usage: npm run bench -- [options]
   --sustained-seconds N  sustained: how long (default 60)
   --out FILE          results file (default bench/results.json; each mode writes its own key)`;
 
+/** A refusal of the bench's arguments: `npm run bench` prints it and a pointer to --help. */
+export class BenchUsageError extends Error {}
+
 export function parseBenchArgs(argv: string[]): BenchArgs {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      jobs: { type: 'string' },
-      runs: { type: 'string' },
-      connections: { type: 'string' },
-      concurrency: { type: 'string' },
-      batch: { type: 'string' },
-      'idle-poll-ms': { type: 'string' },
-      mode: { type: 'string' },
-      rate: { type: 'string' },
-      seconds: { type: 'string' },
-      only: { type: 'string' },
-      scale: { type: 'boolean' },
-      'scale-finished': { type: 'string' },
-      'scale-queued': { type: 'string' },
-      out: { type: 'string' },
-      e2e: { type: 'boolean' },
-      'e2e-jobs': { type: 'string' },
-      'e2e-batch': { type: 'string' },
-      'e2e-in-flight': { type: 'string' },
-      'e2e-rate': { type: 'string' },
-      'e2e-seconds': { type: 'string' },
-      'e2e-clock': { type: 'boolean' },
-      'e2e-clock-quick': { type: 'boolean' },
-      base: { type: 'string' },
-      'clock-steps': { type: 'string' },
-      'clock-inserts': { type: 'string' },
-      'clock-pushes': { type: 'string' },
-      'clock-window': { type: 'string' },
-      'idle-seconds': { type: 'string' },
-      sustained: { type: 'boolean' },
-      'sustained-rate': { type: 'string' },
-      'sustained-seconds': { type: 'string' },
-      help: { type: 'boolean' },
-      cli: { type: 'boolean' },
-      'cli-args': { type: 'string' },
-    },
-  });
+  // its refusals (an unknown option, a missing value) are the bench's usage errors
+  const { values } = (() => {
+    try {
+      return parseArgs({
+        args: argv,
+        options: {
+          jobs: { type: 'string' },
+          runs: { type: 'string' },
+          connections: { type: 'string' },
+          concurrency: { type: 'string' },
+          batch: { type: 'string' },
+          'idle-poll-ms': { type: 'string' },
+          mode: { type: 'string' },
+          rate: { type: 'string' },
+          seconds: { type: 'string' },
+          only: { type: 'string' },
+          scale: { type: 'boolean' },
+          'scale-finished': { type: 'string' },
+          'scale-queued': { type: 'string' },
+          out: { type: 'string' },
+          e2e: { type: 'boolean' },
+          'e2e-jobs': { type: 'string' },
+          'e2e-batch': { type: 'string' },
+          'e2e-in-flight': { type: 'string' },
+          'e2e-rate': { type: 'string' },
+          'e2e-seconds': { type: 'string' },
+          'e2e-clock': { type: 'boolean' },
+          'e2e-clock-quick': { type: 'boolean' },
+          base: { type: 'string' },
+          'clock-steps': { type: 'string' },
+          'clock-inserts': { type: 'string' },
+          'clock-pushes': { type: 'string' },
+          'clock-window': { type: 'string' },
+          'idle-seconds': { type: 'string' },
+          sustained: { type: 'boolean' },
+          'sustained-rate': { type: 'string' },
+          'sustained-seconds': { type: 'string' },
+          help: { type: 'boolean' },
+          cli: { type: 'boolean' },
+          'cli-args': { type: 'string' },
+        },
+      });
+    } catch (error) {
+      throw new BenchUsageError((error as Error).message);
+    }
+  })();
   if (values.help) {
     console.log(USAGE);
     process.exit(0);
@@ -167,13 +177,13 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   const int = (name: string, value: string | undefined, fallback: number, min = 1): number => {
     if (value === undefined) return fallback;
     const n = Number(value);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}, got "${value}"\n\n${USAGE}`);
+    if (!Number.isInteger(n) || n < min) throw new BenchUsageError(`--${name} must be an integer >= ${min}, got "${value}"`);
     return n;
   };
   const mode = values.mode ?? 'both';
-  if (!['burn-down', 'steady', 'both'].includes(mode)) throw new Error(`--mode must be burn-down, steady or both\n\n${USAGE}`);
+  if (!['burn-down', 'steady', 'both'].includes(mode)) throw new BenchUsageError(`--mode must be burn-down, steady or both`);
   if (values.base !== undefined && !/^[\w./@^~{}-]+$/.test(values.base)) {
-    throw new Error(`--base must be a git ref (a commit id, a branch or a tag), got "${values.base}"\n\n${USAGE}`);
+    throw new BenchUsageError(`--base must be a git ref (a commit id, a branch or a tag), got "${values.base}"`);
   }
   const quick = values['e2e-clock-quick'] ?? false;
   const sizes = quick ? CLOCK_DEFAULTS.quick : CLOCK_DEFAULTS.full;
@@ -226,3 +236,4 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     },
   };
 }
+

@@ -1,4 +1,5 @@
-import { parseBenchArgs } from '../bench/args.ts';
+import { BenchUsageError, parseBenchArgs } from '../bench/args.ts';
+import { usageError } from './lib/cli.ts';
 import { runCli } from '../bench/cli.ts';
 import { runE2e } from '../bench/e2e.ts';
 import { runE2eClock } from '../bench/e2e-clock.ts';
@@ -19,7 +20,14 @@ import { engineVersion, packageVersion } from '../bench/versions.ts';
 // steady batched load with each system's retention running (bench/sustained.ts); `--scale`: claim
 // cost on a loaded table; `--e2e`: through the Worker under wrangler dev (bench/e2e.ts); `--e2e-clock`
 // (with `--base REF`): the Worker's clock, this tree against a base commit (bench/e2e-clock.ts).
-const args = parseBenchArgs(process.argv.slice(2));
+const args = (() => {
+  try {
+    return parseBenchArgs(process.argv.slice(2));
+  } catch (error) {
+    if (error instanceof BenchUsageError) usageError('npm run bench', error.message);
+    throw error;
+  }
+})();
 
 /** The systems `--only` names (all four without it). */
 function selectedSystems(): BenchSystem[] {

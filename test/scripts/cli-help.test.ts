@@ -100,6 +100,8 @@ describe('usage errors', () => {
       ['worker', ['--colour'], /Unknown option '--colour'/],
       ['soak', ['--colour'], /Unknown option '--colour'/],
       ['talos-store', ['only-one.yaml'], /give the two files/],
+      ['bench', ['--runs', '0'], /--runs must be an integer >= 1, got "0"/],
+      ['bench', ['--colour'], /Unknown option '--colour'/],
     ];
     const runs = await twoAtATime(cases.map(([file, args]) => () => script(file, args, { DATABASE_URL: UNREACHABLE })));
     for (const [i, [file, args, error]] of cases.entries()) {
