@@ -118,6 +118,38 @@ describe('the lock order', () => {
     expect(joins!.joined).toBe(2);
   });
 
+  it('a cancel that waits on a spawning settle reaches the children the spawn made meanwhile', async () => {
+    // the parent spawns once (join 'first'); one child ends, the parent runs again and spawns
+    // again while a cancel waits for its row
+    const [family] = await families(1);
+    const parent = family!.parent;
+    await complete([family!.children[0]!])(sql);
+    const [again] = await claimJobs(sql, { workerId: 'p', limit: 1, types: ['lock_parent'], now: new Date(T0.getTime() + 1) });
+    expect(again!.id).toBe(parent.id);
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    let spawned!: () => void;
+    const hasSpawned = new Promise<void>((r) => { spawned = r; });
+    const spawning = clients[0]!.begin(async (tx) => {
+      await spawnChildren(tx as unknown as Sql, again!, spawn([7, 8].map((n) => ({ type: 'lock_child', payload: { n } })), { next: 'joined', join: 'all' }), { now: T0 });
+      spawned();
+      await released;
+    });
+    await hasSpawned;
+    const cancel = cancelJob(clients[1]!, parent.id, 'cancel meets a spawn', { now: T0 });
+    for (const until = Date.now() + 20_000; Date.now() < until; await new Promise((r) => setTimeout(r, 5))) {
+      const [w] = await sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
+      if (w!.n > 0) break;
+    }
+    release();
+    await spawning;
+    await cancel;
+    const children = await sql`select status, cancel_requested_at is not null as asked from worker.jobs where parent_id = ${parent.id} order by id`;
+    // the first spawn's one open child and the two new ones: none left to run on
+    expect(children.filter((c) => c.status === 'queued' || c.status === 'running').filter((c) => !c.asked)).toEqual([]);
+    expect(children.filter((c) => c.status === 'cancelled')).toHaveLength(2);
+  });
+
   it('one cancel of a parent and a settle of its child that ends the join both finish', async () => {
     const [{ parent, children: [c0, c1] }] = await families(1) as [{ parent: Job; children: [Job, Job] }];
     const results = await runStaged(sql, [
