@@ -1,5 +1,5 @@
 CREATE OR REPLACE FUNCTION worker.lock_job_trees(p_ids uuid[])
- RETURNS void
+ RETURNS SETOF uuid
  LANGUAGE plpgsql
 AS $function$
 declare
@@ -13,13 +13,15 @@ begin
   -- children of several parents before it locks any of them, so every lock of a parent must come
   -- after the locks of all the children it will wait for. A child spawned between the read of
   -- the tree and the lock (by a settle that held its parent meanwhile) would be locked after its
-  -- parent: then the locks are let go and taken again.
+  -- parent: then the locks are let go and taken again. Answers the locked ids: the jobs that
+  -- exist, descendants first.
   loop
     begin
       v_tree := worker.job_tree_order(p_ids);
       perform 1 from worker.jobs j join unnest(v_tree) with ordinality as t(id, o) on j.id = t.id order by t.o for update of j;
       v_again := worker.job_tree_order(p_ids);
       if v_again = v_tree then
+        return query select t.id from unnest(v_tree) t(id) where exists (select 1 from worker.jobs j where j.id = t.id);
         return;
       end if;
       raise exception 'the tree grew while it was locked' using errcode = 'SB4TG';
