@@ -59,6 +59,8 @@ interface Started {
   /** The dev script's pid, from the stack file. */
   devPid: number;
   output(): string;
+  /** True once npm has exited and its output streams have ended: all it printed is in output(). */
+  closed(): boolean;
 }
 
 /** `npm start` in a process group of its own, on this file's database, booted. */
@@ -73,13 +75,15 @@ async function npmStart(): Promise<Started> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
+  let closed = false;
   npm.stdout!.on('data', (d) => (out += d));
   npm.stderr!.on('data', (d) => (out += d));
+  npm.on('close', () => (closed = true));
   await until('the stack to boot', () => /Ctrl-C stops everything/.test(out) || npm.exitCode !== null, 120_000);
   expect(out).toContain('Ctrl-C stops everything');
   const devPid = (JSON.parse(readFileSync(join(dataDir, 'dev-stack.json'), 'utf8')) as { pid: number }).pid;
   expect(existsSync(join(dataDir, 'dev.vars'))).toBe(true);
-  return { npm, dataDir, devPid, output: () => out };
+  return { npm, dataDir, devPid, output: () => out, closed: () => closed };
 }
 
 /** A second `npm start` on the same data folder: it exits 1 at once. */
@@ -101,6 +105,8 @@ async function npmStartAgain(first: Started): Promise<string> {
 /** Waits until every process of the stack is gone, then checks that its secret files went with it. */
 async function expectStoppedClean(stack: Started): Promise<void> {
   await until('every process of the stack to exit', () => processesOf(stack.dataDir).length === 0);
+  // the processes can be gone before their last lines reach this process
+  await until("npm's output to end", () => stack.closed());
   expect(stack.output()).toContain('stopping');
   expect(existsSync(join(stack.dataDir, 'dev.vars')), 'dev.vars').toBe(false);
   expect(existsSync(join(stack.dataDir, 'dev-stack.json')), 'dev-stack.json').toBe(false);
